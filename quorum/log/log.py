@@ -1,0 +1,339 @@
+"""The ``__cluster_metadata`` log: segmented, append-only, in Kafka's layout and byte format.
+
+``<data-dir>/__cluster_metadata-0/`` holds ``%020d.log`` segments (+ ``.index``), ``leader-epoch-checkpoint``,
+``partition.metadata`` and ``quorum-state``. The log knows offsets, epochs and bytes — nothing about what the
+records mean.
+
+Durability contract: ``append`` writes to the OS; only ``flush`` (fdatasync) makes it durable, and returns the
+offset up to which it did. Raft acknowledges nothing above the flushed offset.
+
+Recovery on open re-validates every batch (as Kafka does for the metadata log, whose recovery point is always 0).
+A torn or corrupt *tail* — damage with no valid batch after it — is cut back to the last valid batch and logged.
+Damage with valid batches after it stops the open with :class:`LogCorruptionError`: those batches may be
+committed, and dropping them silently could lose acknowledged writes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from quorum.log.batch import MAX_BATCH_SIZE, RecordBatch, read_batch
+from quorum.log.epoch_cache import CHECKPOINT_NAME, EpochCache
+from quorum.log.files import atomic_write, fsync_dir
+from quorum.log.segment import SUFFIX, Segment
+
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
+DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024  # metadata.log.segment.bytes
+DEFAULT_INDEX_INTERVAL = 4096  # index.interval.bytes
+DEFAULT_PREALLOCATE = 4 * 1024 * 1024
+_PARTITION_METADATA = b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ"  # Uuid.METADATA_TOPIC_ID
+
+log = structlog.get_logger("quorum.log")
+
+
+class LogCorruptionError(Exception):
+    """Damage before the tail of the log: the node must not start on it."""
+
+    def __init__(self, path: Path | str, position: int, reason: str) -> None:
+        self.path = str(path)
+        self.position = position
+        self.reason = reason
+        super().__init__(
+            f"{path}: corrupt batch at byte {position}: {reason}; valid batches follow it, so this is not a torn "
+            "write at the tail and may hold committed data. Refusing to open the log: restore this node's data "
+            "directory from a replica, or remove it to let the node catch up from the leader."
+        )
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    base_offset: int
+    last_offset: int
+    epoch: int
+    position: int
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL
+    preallocate_bytes: int = DEFAULT_PREALLOCATE  # 0 disables pre-allocation
+
+    def __post_init__(self) -> None:
+        if self.segment_bytes < 1024:
+            raise ValueError(f"metadata.log.segment.bytes = {self.segment_bytes} is below the minimum of 1024")
+        if self.index_interval_bytes < 1 or self.preallocate_bytes < 0:
+            raise ValueError("index.interval.bytes must be positive and preallocate bytes non-negative")
+
+
+class MetadataLog:
+    def __init__(self, directory: Path, config: LogConfig, segments: list[Segment], epochs: EpochCache) -> None:
+        self.dir = directory
+        self.config = config
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.epochs = epochs
+        self._epochs_dirty = False
+        self._flushed_offset = self.end_offset
+        self._flush_lock = threading.Lock()  # flush may run on an executor thread while the loop appends
+
+    # -- opening -------------------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, data_dir: Path | str, config: LogConfig | None = None) -> MetadataLog:
+        """Open (creating if needed) ``<data_dir>/__cluster_metadata-0`` and recover it."""
+        config = config or LogConfig()
+        directory = Path(data_dir) / METADATA_PARTITION_DIR
+        created = not directory.exists()
+        directory.mkdir(parents=True, exist_ok=True)
+        if created:
+            fsync_dir(directory.parent)
+        for stray in directory.glob("*.tmp"):
+            stray.unlink()  # an atomic write that never reached its rename
+        paths = sorted(directory.glob("*" + SUFFIX), key=lambda p: p.name)
+        segments = [
+            Segment.open(p, index_interval=config.index_interval_bytes, preallocate=config.preallocate_bytes)
+            for p in paths
+        ]
+        epochs = cls._recover(directory, segments)
+        if not segments:
+            segments.append(
+                Segment.create(
+                    directory, 0, index_interval=config.index_interval_bytes, preallocate=config.preallocate_bytes
+                )
+            )
+            fsync_dir(directory)
+        pm = directory / "partition.metadata"
+        if not pm.exists():
+            atomic_write(pm, _PARTITION_METADATA)
+        self = cls(directory, config, segments, epochs)
+        self._reconcile_checkpoint()
+        log.info(
+            "log_opened",
+            path=str(directory),
+            log_start_offset=self.start_offset,
+            log_end_offset=self.end_offset,
+            last_epoch=self.last_epoch,
+            segments=len(segments),
+        )
+        return self
+
+    @staticmethod
+    def _recover(directory: Path, segments: list[Segment]) -> EpochCache:
+        """Validate every segment; cut a torn tail; refuse damage before it. Mutates ``segments``."""
+        epochs = EpochCache()
+        expected = segments[0].base_offset if segments else 0
+        min_epoch = 0
+        for i, seg in enumerate(segments):
+            if seg.base_offset != expected and os.fstat(seg.fd).st_size > 0:
+                raise LogCorruptionError(
+                    seg.path, 0, f"segment starts at offset {seg.base_offset}, but the log before it ends at {expected}"
+                )
+            result, batches = seg.scan(expected, min_epoch)
+            seg.load(batches, result.valid_end, result.next_offset)
+            for b in batches:
+                epochs.assign(b.epoch, b.base_offset)
+            if batches:
+                min_epoch = batches[-1].epoch
+            expected = result.next_offset
+            if result.error is None:
+                continue
+            later = [s for s in segments[i + 1 :] if os.fstat(s.fd).st_size > 0]
+            if result.valid_batch_after_error is not None or later:
+                e = result.error
+                raise LogCorruptionError(seg.path, e.position, e.reason)
+            dropped = seg.allocated - result.valid_end
+            seg.truncate_to_position(result.valid_end, result.next_offset)
+            log.warning(
+                "log_tail_truncated",
+                path=str(seg.path),
+                position=result.valid_end,
+                offset=result.next_offset,
+                reason=result.error.reason,
+                bytes_dropped=dropped,
+            )
+            break
+        # Empty segments beyond the recovered end (left by a cut tail, or a crash during a roll) go.
+        while len(segments) > 1 and segments[-1].size == 0 and segments[-1].base_offset != expected:
+            segments.pop().delete()
+            fsync_dir(directory)
+        return epochs
+
+    def _reconcile_checkpoint(self) -> None:
+        """The log is the truth; rewrite the checkpoint file if it disagrees (or is missing)."""
+        path = self.dir / CHECKPOINT_NAME
+        try:
+            stored = EpochCache.read(path).entries
+        except ValueError as e:
+            log.warning("epoch_checkpoint_unreadable", path=str(path), error=str(e))
+            stored = None
+        if stored != self.epochs.entries:
+            self.epochs.write(path)
+
+    # -- state ---------------------------------------------------------------------------------------------------
+
+    @property
+    def start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def end_offset(self) -> int:
+        """The log end offset (LEO): the offset the next appended record gets."""
+        return self._segments[-1].next_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        """Every offset below this is on disk."""
+        return self._flushed_offset
+
+    @property
+    def last_epoch(self) -> int:
+        """The epoch of the last batch (0 for an empty log)."""
+        return max(self.epochs.latest_epoch, 0)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> list[Path]:
+        return [s.path for s in self._segments]
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """``(epoch, end offset)`` of the largest epoch <= ``epoch`` in this log; see EpochCache.end_offset_for."""
+        return self.epochs.end_offset_for(epoch, self.end_offset)
+
+    # -- writing -------------------------------------------------------------------------------------------------
+
+    def append(self, batch: bytes, epoch: int | None = None) -> AppendInfo:
+        """Append one batch at the log end, stamping its base offset (and ``epoch``, if given).
+
+        The batch is validated first (length, magic, CRC): a follower appends bytes from the network.
+        """
+        if len(batch) > MAX_BATCH_SIZE:
+            raise ValueError(f"batch of {len(batch)} bytes exceeds the maximum of {MAX_BATCH_SIZE}")
+        parsed = read_batch(batch, path="<append>")
+        if parsed.size != len(batch):
+            raise ValueError(f"append takes one batch: {len(batch) - parsed.size} bytes follow the first")
+        base = self.end_offset
+        if parsed.base_offset != base or (epoch is not None and epoch != parsed.epoch):
+            batch = parsed.with_offset(base, epoch)
+        epoch = parsed.epoch if epoch is None else epoch
+        if epoch < self.last_epoch:
+            raise ValueError(f"batch epoch {epoch} is below the log's last epoch {self.last_epoch}")
+        last = base + parsed.last_offset_delta
+        active = self._segments[-1]
+        if active.size > 0 and active.size + len(batch) > self.config.segment_bytes:
+            active = self._roll(base)
+        position = active.size
+        active.append(batch, last)
+        if self.epochs.assign(epoch, base):
+            self._epochs_dirty = True
+        return AppendInfo(base, last, epoch, position)
+
+    def _roll(self, base_offset: int) -> Segment:
+        old = self._segments[-1]
+        old.flush()  # the new segment must never be durable ahead of the old one's tail
+        old.trim()
+        old.write_index()
+        new = Segment.create(
+            self.dir, base_offset, index_interval=self.config.index_interval_bytes,
+            preallocate=self.config.preallocate_bytes,
+        )  # fmt: skip
+        fsync_dir(self.dir)
+        self._segments.append(new)
+        self._bases.append(base_offset)
+        log.info("segment_rolled", path=str(new.path), base_offset=base_offset, previous_size=old.size)
+        return new
+
+    def flush(self) -> int:
+        """fdatasync everything appended so far; returns the new flushed offset. Safe to call from a thread
+        other than the appender's: it makes durable at least what was appended before it was called."""
+        with self._flush_lock:
+            target = self.end_offset
+            active = self._segments[-1]
+            if target > self._flushed_offset:
+                active.flush()
+            if self._epochs_dirty:
+                self._epochs_dirty = False
+                self.epochs.write(self.dir / CHECKPOINT_NAME)
+            self._flushed_offset = max(self._flushed_offset, target)
+            return self._flushed_offset
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding an offset >= ``offset`` (Raft divergence); returns the new end offset.
+
+        A batch is never split: if ``offset`` falls inside one, all of it goes.
+        """
+        with self._flush_lock:
+            return self._truncate_to(offset)
+
+    def _truncate_to(self, offset: int) -> int:
+        if offset >= self.end_offset:
+            return self.end_offset
+        if offset < self.start_offset:
+            raise ValueError(f"cannot truncate to {offset}, below the log start offset {self.start_offset}")
+        old_end = self.end_offset
+        i = bisect.bisect_right(self._bases, offset) - 1
+        for seg in self._segments[i + 1 :]:
+            seg.delete()
+        del self._segments[i + 1 :], self._bases[i + 1 :]
+        seg = self._segments[i]
+        found = seg.position_of(offset)
+        if found is not None:
+            position, batch_base = found
+            seg.truncate_to_position(position, batch_base)
+        fsync_dir(self.dir)
+        new_end = self.end_offset
+        if self.epochs.truncate_from_end(new_end):
+            self.epochs.write(self.dir / CHECKPOINT_NAME)
+        self._flushed_offset = min(self._flushed_offset, new_end)
+        log.warning("log_truncated", path=str(self.dir), requested_offset=offset, old_end=old_end, new_end=new_end)
+        return new_end
+
+    # -- reading -------------------------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int = 1024 * 1024) -> tuple[bytes, int]:
+        """Whole batches starting with the one that holds ``offset``, up to ``max_bytes`` (at least one batch);
+        returns ``(bytes, next offset)``. Reads stay within one segment; an offset at the log end gives
+        ``(b"", offset)``. Found through the sparse index, never by scanning a segment from its start."""
+        if offset < self.start_offset or offset > self.end_offset:
+            raise ValueError(f"offset {offset} is outside the log [{self.start_offset}, {self.end_offset}]")
+        i = bisect.bisect_right(self._bases, offset) - 1
+        for seg in self._segments[i:]:
+            result = seg.read(offset, max_bytes)
+            if result is not None:
+                return result
+        return b"", offset
+
+    def batches(self, from_offset: int | None = None) -> list[RecordBatch]:
+        """Every batch from ``from_offset`` to the end, parsed (tests and tools; the hot path uses ``read``)."""
+        offset = self.start_offset if from_offset is None else from_offset
+        out: list[RecordBatch] = []
+        while offset < self.end_offset:
+            data, offset = self.read(offset, 8 * 1024 * 1024)
+            pos = 0
+            while pos < len(data):
+                batch = read_batch(data, pos, path=str(self.dir))
+                out.append(batch)
+                pos += batch.size
+        return out
+
+    def close(self) -> None:
+        self.flush()
+        for seg in self._segments:
+            seg.close()
+        log.info("log_closed", path=str(self.dir), log_end_offset=self.end_offset)
+
+    def __enter__(self) -> MetadataLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
