@@ -1,0 +1,5 @@
+import sys
+
+from pykraft.cli import main
+
+sys.exit(main())
