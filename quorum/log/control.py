@@ -2,8 +2,8 @@
 
 A control record lives in a batch with the control attribute bit set. Its key is 4 bytes, ``int16 version (0),
 int16 type``; its value is the message body with **no** ApiMessageAndVersion frame, written at version 0 as Kafka's
-``ControlRecordUtils`` does. The first field of every control message is its own ``Version``; we decode at that
-version when we know it, so a body written by a newer Kafka at a version we support still decodes.
+``ControlRecordUtils`` does, and read at version 0 as Kafka reads them. Should a body not parse at v0, the
+message's own first field (``Version``) names the version to try, so a newer writer's body still decodes.
 
 These specs live in ``quorum`` (not ``controller.records``) because Raft writes them and must not depend on the
 controller; ``controller.records`` re-exports them so every record type is found in one place.
@@ -140,7 +140,12 @@ def decode_control(key: bytes | None, value: bytes | None) -> tuple[int, ApiMess
     cls = CONTROL_TYPES.get(ctype)
     if cls is None or value is None:
         return ctype, None, 0
-    lo, hi = cls.SPEC.versions
-    stated = struct.unpack_from(">h", value)[0] if len(value) >= 2 else 0
-    version = stated if lo <= stated <= hi else 0
-    return ctype, cls.decode(value, version), version
+    try:
+        return ctype, cls.decode(value, 0), 0  # Kafka writes and reads control records at version 0
+    except DecodeError:
+        # A body that does not parse at v0 may be a newer writer's, at the version its Version field states.
+        lo, hi = cls.SPEC.versions
+        stated = struct.unpack_from(">h", value)[0] if len(value) >= 2 else 0
+        if stated == 0 or not lo <= stated <= hi:
+            raise
+        return ctype, cls.decode(value, stated), stated

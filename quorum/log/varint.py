@@ -12,26 +12,32 @@ from __future__ import annotations
 
 
 def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    b = buf[pos]
-    if b < 0x80:  # the common one-byte case, kept branch-free of the loop
-        return b, pos + 1
-    value = b & 0x7F
-    shift = 7
-    pos += 1
-    while True:
-        if shift > 63:
-            raise ValueError("varint is longer than 10 bytes")
+    try:  # free when nothing is raised (3.11+); turns a truncated varint into the documented ValueError
         b = buf[pos]
-        value |= (b & 0x7F) << shift
+        if b < 0x80:  # the common one-byte case, kept branch-free of the loop
+            return b, pos + 1
+        value = b & 0x7F
+        shift = 7
         pos += 1
-        if b < 0x80:
-            return value, pos
-        shift += 7
+        while True:
+            if shift > 63:
+                raise ValueError("varint is longer than 10 bytes")
+            b = buf[pos]
+            value |= (b & 0x7F) << shift
+            pos += 1
+            if b < 0x80:
+                return value, pos
+            shift += 7
+    except IndexError:
+        raise ValueError(f"varint truncated at byte {pos} (buffer of {len(buf)} bytes)") from None
 
 
 def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
     """A zig-zag encoded signed varint (or varlong)."""
-    b = buf[pos]
+    try:
+        b = buf[pos]
+    except IndexError:
+        raise ValueError(f"varint truncated at byte {pos} (buffer of {len(buf)} bytes)") from None
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
     raw, pos = read_uvarint(buf, pos)
