@@ -98,11 +98,17 @@ class MetadataLog:
         for stray in directory.glob("*.tmp"):
             stray.unlink()  # an atomic write that never reached its rename
         paths = sorted(directory.glob("*" + SUFFIX), key=lambda p: p.name)
-        segments = [
-            Segment.open(p, index_interval=config.index_interval_bytes, preallocate=config.preallocate_bytes)
-            for p in paths
-        ]
-        epochs = cls._recover(directory, segments)
+        segments: list[Segment] = []
+        try:
+            for p in paths:
+                segments.append(
+                    Segment.open(p, index_interval=config.index_interval_bytes, preallocate=config.preallocate_bytes)
+                )
+            epochs = cls._recover(directory, segments)
+        except BaseException:
+            for seg in segments:  # a refused open must not leak descriptors (nor touch the files: no close())
+                seg.release()
+            raise
         if not segments:
             segments.append(
                 Segment.create(
@@ -145,7 +151,7 @@ class MetadataLog:
             expected = result.next_offset
             if result.error is None:
                 continue
-            later = [s for s in segments[i + 1 :] if os.fstat(s.fd).st_size > 0]
+            later = [s for s in segments[i + 1 :] if s.holds_data()]
             if result.valid_batch_after_error is not None or later:
                 e = result.error
                 raise LogCorruptionError(seg.path, e.position, e.reason)
@@ -222,6 +228,8 @@ class MetadataLog:
         parsed = read_batch(batch, path="<append>")
         if parsed.size != len(batch):
             raise ValueError(f"append takes one batch: {len(batch) - parsed.size} bytes follow the first")
+        if parsed.record_count <= 0:  # recovery rejects such a batch: appending it would make the log unopenable
+            raise ValueError(f"a batch holds at least one record, this one {parsed.record_count}")
         base = self.end_offset
         if parsed.base_offset != base or (epoch is not None and epoch != parsed.epoch):
             batch = parsed.with_offset(base, epoch)
@@ -282,15 +290,17 @@ class MetadataLog:
             raise ValueError(f"cannot truncate to {offset}, below the log start offset {self.start_offset}")
         old_end = self.end_offset
         i = bisect.bisect_right(self._bases, offset) - 1
-        for seg in self._segments[i + 1 :]:
-            seg.delete()
-        del self._segments[i + 1 :], self._bases[i + 1 :]
+        # Whole segments go last-first, each removal made durable before the next: a crash midway leaves a
+        # shorter but contiguous log, never one with a hole that recovery would refuse.
+        while len(self._segments) > i + 1:
+            self._segments.pop().delete()
+            self._bases.pop()
+            fsync_dir(self.dir)
         seg = self._segments[i]
         found = seg.position_of(offset)
         if found is not None:
             position, batch_base = found
-            seg.truncate_to_position(position, batch_base)
-        fsync_dir(self.dir)
+            seg.truncate_to_position(position, batch_base)  # ftruncate + fsync
         new_end = self.end_offset
         if self.epochs.truncate_from_end(new_end):
             self.epochs.write(self.dir / CHECKPOINT_NAME)

@@ -42,6 +42,8 @@ class ElectionState:
     @classmethod
     def from_json(cls, text: str) -> ElectionState:
         obj = json.loads(text)
+        if not isinstance(obj, dict):
+            raise ValueError(f"expected a JSON object, found {type(obj).__name__}")
         version = obj.get("data_version", 0)
         if version not in (0, 1):
             raise ValueError(f"unknown data_version {version}")
@@ -65,11 +67,11 @@ class QuorumStateStore:
         """The stored state, or None when there is none yet. A damaged file is an error that names it: guessing
         an epoch or a vote could make this node vote twice."""
         try:
-            text = self.path.read_text()
+            raw = self.path.read_bytes()
         except FileNotFoundError:
             return None
         try:
-            return ElectionState.from_json(text)
+            return ElectionState.from_json(raw.decode())  # UnicodeDecodeError is a ValueError
         except (ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{self.path}: unreadable quorum state ({e}); refusing to guess an epoch") from None
 

@@ -148,6 +148,21 @@ class Segment:
             out += _INDEX_ENTRY.pack(offset - self.base_offset, position)
         atomic_write(self.index_path, bytes(out))
 
+    def release(self) -> None:
+        """Close the file descriptor without trimming or writing anything (an open that failed)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def holds_data(self) -> bool:
+        """Whether the file has any non-zero byte: a segment that was created (and perhaps pre-allocated) but
+        never got a batch holds none."""
+        size = os.fstat(self.fd).st_size
+        if size == 0:
+            return False
+        with mmap.mmap(self.fd, size, access=mmap.ACCESS_READ) as mm:
+            return not all_zero(mm, 0)
+
     def delete(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
@@ -212,7 +227,7 @@ class Segment:
             pos = 0
             path = str(self.path)
             while pos < file_size:
-                if file_size - pos >= LOG_OVERHEAD and not any(mm[pos : pos + LOG_OVERHEAD]) and all_zero(mm, pos):
+                if not any(mm[pos : pos + LOG_OVERHEAD]) and all_zero(mm, pos):
                     break  # pre-allocated space: the clean end of the log
                 try:
                     info = _validate(mm, pos, file_size, path)
