@@ -80,6 +80,8 @@ def dump_lines(files: list[Path], summary: DumpSummary, *, records: bool = True)
                     yield head
                     first = False
                 yield from _batch_lines(item, str(path), summary, records)
+            if first:
+                yield head  # an empty (or never written) file still gets its line
         except OSError as e:
             raise DumpError(f"{path}: {e.strerror or e}") from None
 
@@ -133,8 +135,11 @@ def _batch_lines(batch: RecordBatch, path: str, summary: DumpSummary, records: b
         yield line
 
 
-def run_dump(path: str, *, snapshots: bool = False, records: bool = True, out: TextIO = sys.stdout) -> int:
-    """The command: print the lines, then a summary on stderr if anything was wrong. Returns the exit code."""
+def run_dump(path: str, *, snapshots: bool = False, records: bool = True, out: TextIO | None = None) -> int:
+    """The command: print the lines (to ``out``, default the current ``sys.stdout``), then a summary on stderr if
+    anything was wrong. Returns the exit code."""
+    if out is None:
+        out = sys.stdout  # looked up per call: a default bound at import would outlive a redirected stdout
     summary = DumpSummary()
     try:
         for line in dump_lines(files_to_dump(Path(path), snapshots=snapshots), summary, records=records):
