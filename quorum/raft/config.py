@@ -1,0 +1,86 @@
+"""Raft configuration, under Kafka's names and with Kafka's defaults (QuorumConfig, KRaftConfigs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class VoterAddress:
+    node_id: int
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.node_id}@{self.host}:{self.port}"
+
+
+def parse_voters(spec: str) -> dict[int, VoterAddress]:
+    """``controller.quorum.voters``: ``1@host:9091,2@host:9092,...``."""
+    voters: dict[int, VoterAddress] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        node, at, address = part.partition("@")
+        host, colon, port = address.rpartition(":")
+        if not at or not colon or not node.isdigit() or not port.isdigit() or not host:
+            raise ValueError(f"controller.quorum.voters: {part!r} is not of the form id@host:port")
+        node_id = int(node)
+        if node_id in voters:
+            raise ValueError(f"controller.quorum.voters: node id {node_id} is listed twice")
+        if not 0 < int(port) < 65536:
+            raise ValueError(f"controller.quorum.voters: port {port} of node {node_id} is out of range")
+        voters[node_id] = VoterAddress(node_id, host.strip("[]"), int(port))
+    if not voters:
+        raise ValueError("controller.quorum.voters is empty")
+    return voters
+
+
+@dataclass(frozen=True)
+class RaftConfig:
+    election_timeout_ms: int = 1000  # controller.quorum.election.timeout.ms
+    fetch_timeout_ms: int = 2000  # controller.quorum.fetch.timeout.ms
+    election_backoff_max_ms: int = 1000  # controller.quorum.election.backoff.max.ms
+    append_linger_ms: int = 25  # controller.quorum.append.linger.ms
+    request_timeout_ms: int = 2000  # controller.quorum.request.timeout.ms
+    retry_backoff_ms: int = 20  # controller.quorum.retry.backoff.ms
+    fetch_max_wait_ms: int = 500  # KafkaRaftClient.MAX_FETCH_WAIT_MS
+    fetch_max_bytes: int = 8 * 1024 * 1024  # KafkaRaftClient.MAX_FETCH_SIZE_BYTES
+    max_batch_bytes: int = 8 * 1024 * 1024  # KafkaRaftClient.MAX_BATCH_SIZE_BYTES
+    max_pending_bytes: int = 5 * 8 * 1024 * 1024  # the accumulator's memory pool: 5 x 8 MiB
+    # A follower that loses its connection to the leader (the socket is reset: the process died) starts a
+    # pre-vote after a random delay below this, instead of waiting out the fetch timeout. Pre-vote makes this
+    # safe against disruption: voters that still hear from a live leader refuse.
+    unreachable_leader_backoff_ms: int = 100
+
+    KAFKA_NAMES: ClassVar[dict[str, str]] = {
+        "controller.quorum.election.timeout.ms": "election_timeout_ms",
+        "controller.quorum.fetch.timeout.ms": "fetch_timeout_ms",
+        "controller.quorum.election.backoff.max.ms": "election_backoff_max_ms",
+        "controller.quorum.append.linger.ms": "append_linger_ms",
+        "controller.quorum.request.timeout.ms": "request_timeout_ms",
+        "controller.quorum.retry.backoff.ms": "retry_backoff_ms",
+    }
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, int) and value < 0:
+                raise ValueError(f"{self.kafka_name(f.name)} must not be negative, got {value}")
+        if self.election_timeout_ms <= 0 or self.fetch_timeout_ms <= 0 or self.request_timeout_ms <= 0:
+            raise ValueError("election, fetch and request timeouts must be positive")
+
+    @classmethod
+    def kafka_name(cls, attr: str) -> str:
+        return next((k for k, v in cls.KAFKA_NAMES.items() if v == attr), attr)
+
+    @classmethod
+    def from_properties(cls, props: dict[str, Any]) -> RaftConfig:
+        """Take the ``controller.quorum.*`` settings out of a Kafka-style properties mapping."""
+        kwargs = {}
+        for name, attr in cls.KAFKA_NAMES.items():
+            if name in props:
+                try:
+                    kwargs[attr] = int(props[name])
+                except (TypeError, ValueError):
+                    raise ValueError(f"{name} must be an integer, got {props[name]!r}") from None
+        return cls(**kwargs)

@@ -1,0 +1,772 @@
+"""The consensus core: Kafka KRaft's election and replication rules as a deterministic state machine.
+
+Inputs: a peer message (:meth:`handle`), the passage of time (:meth:`tick`), an append (:meth:`append`), a
+completed flush (:meth:`flushed`), a broken connection (:meth:`peer_unreachable`), a resignation (:meth:`resign`).
+Outputs: messages (:meth:`take_messages`), a flush to start (:meth:`poll_flush`), the high watermark and the
+leader. The core never reads a clock, sleeps, or touches a socket: its driver — the asyncio node or the simulator —
+does, and passes ``now_ms`` in. It reads and writes the log through :class:`~quorum.raft.storage.RaftLog` (buffered;
+durability only through the flush it requests) and makes its epoch and vote durable through an
+:class:`~quorum.raft.storage.ElectionStore` before acting on them.
+
+Replication is Kafka's *pull* model: followers fetch from the leader with their log end offset and last epoch; the
+leader checks that pair against its epoch cache and answers with records or with the point where the follower's
+log diverges. A follower fetches again only once what it appended is flushed, so its fetch offset tells the leader
+exactly what it holds durably. The high watermark is the largest offset durable on a majority (the leader counted
+only after its own flush) once it passes the start of the leader's epoch.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from quorum.errors import Errors, NotLeaderError
+from quorum.log.batch import CorruptBatchError, iter_batches
+from quorum.log.control import LeaderChangeMessage, Voter, encode_control
+from quorum.log.quorum_state import ElectionState
+from quorum.raft.accumulator import BatchAccumulator
+from quorum.raft.config import RaftConfig
+from quorum.raft.messages import (
+    NO_LEADER,
+    REQUEST_TYPES,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    Envelope,
+    FetchRequest,
+    FetchResponse,
+    Message,
+    VoteRequest,
+    VoteResponse,
+)
+from quorum.raft.roles import Candidate, Follower, Leader, Prospective, ReplicaState, Resigned, Role, Unattached, Voted
+from quorum.raft.storage import ElectionStore, RaftLog
+
+log = structlog.get_logger("quorum.raft")
+
+# Test-only rule breakers: the simulation must catch each of them (proof that its invariants can fail).
+BUG_HW_BEFORE_FSYNC = "count-leader-before-fsync"
+BUG_SKIP_DIVERGENCE_CHECK = "skip-divergence-check"
+KNOWN_BUGS = frozenset({BUG_HW_BEFORE_FSYNC, BUG_SKIP_DIVERGENCE_CHECK})
+
+
+class SafetyViolation(RuntimeError):
+    """The core was asked to do something that would break Raft's safety (e.g. truncate committed data)."""
+
+
+@dataclass
+class CoreMetrics:
+    elections: int = 0  # times this node became a candidate
+    leader_changes: int = 0
+    appended_records: int = 0  # records appended as leader
+    appended_batches: int = 0
+    committed_offset_advances: int = 0
+    truncations: int = 0
+    resignations: int = 0
+
+
+class RaftCore:
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        voters: Sequence[int],
+        cluster_id: str,
+        log: RaftLog,
+        store: ElectionStore,
+        config: RaftConfig,
+        rng: random.Random,
+        now_ms: int,
+        wall_offset_ms: int = 0,
+        bugs: frozenset[str] = frozenset(),
+    ) -> None:
+        if node_id not in voters:
+            raise ValueError(f"node {node_id} is not among the voters {sorted(voters)}")
+        if bugs - KNOWN_BUGS:
+            raise ValueError(f"unknown test bugs {sorted(bugs - KNOWN_BUGS)}")
+        self.id = node_id
+        self.voters = tuple(sorted(voters))
+        self.others = tuple(v for v in self.voters if v != node_id)
+        self.majority = len(self.voters) // 2 + 1
+        self.cluster_id = cluster_id
+        self.log = log
+        self.store = store
+        self.config = config
+        self.rng = rng
+        self.wall_offset_ms = wall_offset_ms
+        self.bugs = bugs
+        self.metrics = CoreMetrics()
+        self.high_watermark = 0  # offsets below it are committed, as far as this node knows
+        self._outbox: list[Envelope] = []
+        self._correlation = 0
+        self._vote_sent: dict[int, int] = {}  # voter -> when the current election's request went out
+        self._flush_needed = False
+        self._flush_in_flight = False
+        self._durable_offset = log.end_offset  # recovery re-validated what is on disk
+        self._truncated_below: int | None = None  # lowest truncation point since the running flush began
+        self._log = log_ = structlog.get_logger("quorum.raft").bind(node_id=node_id)
+        self.role: Role = self._restore(now_ms)
+        log_.info("raft_started", role=self.role.name, epoch=self.role.epoch, log_end_offset=log.end_offset)
+
+    # -- state -----------------------------------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        return self.role.epoch
+
+    @property
+    def leader_id(self) -> int:
+        return self.role.leader_id
+
+    @property
+    def is_leader(self) -> bool:
+        return isinstance(self.role, Leader)
+
+    def has_output(self) -> bool:
+        """Messages to send or a flush to start."""
+        return bool(self._outbox) or (self._flush_needed and not self._flush_in_flight)
+
+    def append_deadline(self) -> int | None:
+        """When the leader's open batch must be written even if the disk is still busy (its linger)."""
+        r = self.role
+        return r.accumulator.next_deadline() if isinstance(r, Leader) else None
+
+    def take_messages(self) -> list[Envelope]:
+        out, self._outbox = self._outbox, []
+        return out
+
+    def poll_flush(self) -> bool:
+        """True when the driver should start a flush of the log now; it must then call :meth:`flushed`."""
+        if self._flush_needed and not self._flush_in_flight:
+            self._flush_needed = False
+            self._flush_in_flight = True
+            self._truncated_below = None
+            return True
+        return False
+
+    def next_deadline(self) -> int:
+        """The earliest time :meth:`tick` has something to do."""
+        r = self.role
+        if isinstance(r, Leader):
+            deadlines = [r.check_quorum_deadline, r.begin_epoch_resend_at]
+            deadlines += [s.parked_deadline for s in r.replicas.values() if s.parked is not None]
+            linger = r.accumulator.next_deadline()
+            if linger is not None:
+                deadlines.append(linger)
+            return min(deadlines)
+        if isinstance(r, Follower):
+            deadlines = [r.fetch_deadline]
+            if r.prospective_at is not None:
+                deadlines.append(r.prospective_at)
+            if r.fetch_correlation is not None:
+                deadlines.append(r.fetch_sent_ms + self.config.request_timeout_ms)
+            elif not r.awaiting_flush:
+                deadlines.append(r.fetch_sent_ms)  # a retry is due
+            return min(deadlines)
+        if isinstance(r, Resigned):
+            return min(r.election_deadline, r.resend_at) if r.unacknowledged else r.election_deadline
+        deadline = r.election_deadline
+        if isinstance(r, Candidate) and r.backoff_until is not None:
+            deadline = min(deadline, r.backoff_until)
+        if isinstance(r, Prospective | Candidate) and self._vote_sent:
+            deadline = min(deadline, min(self._vote_sent.values()) + self.config.request_timeout_ms)
+        return deadline
+
+    # -- inputs ----------------------------------------------------------------------------------------------
+
+    def tick(self, now: int) -> None:
+        r = self.role
+        if isinstance(r, Leader):
+            self._tick_leader(r, now)
+        elif isinstance(r, Follower):
+            if now >= r.fetch_deadline:
+                self._to_prospective(now, f"no fetch from leader {r.leader_id} for {self.config.fetch_timeout_ms} ms")
+            elif r.prospective_at is not None and now >= r.prospective_at:
+                why = "leader resigned" if r.leader_resigned else f"connection to leader {r.leader_id} lost"
+                self._to_prospective(now, why)
+            elif r.fetch_correlation is not None and now >= r.fetch_sent_ms + self.config.request_timeout_ms:
+                self._send_fetch(r, now)  # the request or its answer was lost
+            elif r.fetch_correlation is None and not r.awaiting_flush and now >= r.fetch_sent_ms:
+                self._send_fetch(r, now)
+        elif isinstance(r, Resigned):
+            if now >= r.election_deadline:
+                self._to_prospective(now, "resigned leader's election timeout")
+            elif r.unacknowledged and now >= r.resend_at:
+                self._send_end_quorum_epoch(r, now)
+        elif isinstance(r, Candidate) and r.backoff_until is not None and now >= r.backoff_until:
+            self._to_prospective(now, "vote rejected by a majority; backoff over")
+        elif now >= r.election_deadline:
+            self._to_prospective(now, f"election timeout in {r.name}")
+        elif isinstance(r, Prospective | Candidate):
+            self._resend_votes(r, now)
+
+    def handle(self, envelope: Envelope, now: int) -> None:
+        source, message = envelope.source, envelope.message
+        if isinstance(message, REQUEST_TYPES):
+            error = self._validate_request(source, message)
+            if error is not None:
+                self._reply(source, message, error)
+                return
+        elif source not in self.others:
+            return  # a response from a node that is not a voter: ignore
+        handler = _HANDLERS[type(message)]
+        handler(self, source, message, now)
+
+    def append(self, epoch: int, records: Sequence[bytes], now: int, *, atomic: bool = False) -> int:
+        """Leader only: queue records for the log; returns the offset of the last one."""
+        r = self.role
+        if not isinstance(r, Leader):
+            raise NotLeaderError(f"node {self.id} is not the leader", leader_id=self.leader_id, epoch=self.epoch)
+        last = r.accumulator.append(epoch, records, now, now + self.wall_offset_ms, atomic)
+        self.metrics.appended_records += len(records)
+        self._maybe_drain(r, now)
+        return last
+
+    def flushed(self, offset: int, now: int) -> None:
+        """The flush the driver started after :meth:`poll_flush` made everything below ``offset`` durable."""
+        self._flush_in_flight = False
+        if self._truncated_below is not None:
+            offset = min(offset, self._truncated_below)  # bytes re-appended after a truncation are not covered
+        self._durable_offset = max(self._durable_offset, min(offset, self.log.end_offset))
+        r = self.role
+        if isinstance(r, Leader):
+            r.flushed_offset = self._durable_offset
+            self._update_leader_hw(r, now)
+            self._maybe_drain(r, now)
+        elif isinstance(r, Follower) and r.awaiting_flush:
+            if self._flush_needed:  # more was appended meanwhile: wait for that flush too
+                return
+            r.awaiting_flush = False
+            self._send_fetch(r, now)
+
+    def peer_unreachable(self, peer: int, now: int) -> None:
+        """The transport lost its connection to ``peer`` (refused or reset, not a slow reply)."""
+        r = self.role
+        if isinstance(r, Follower) and peer == r.leader_id and not r.leader_unreachable:
+            r.leader_unreachable = True
+            at = now + self.rng.randrange(self.config.unreachable_leader_backoff_ms + 1)
+            r.prospective_at = at if r.prospective_at is None else min(r.prospective_at, at)
+            r.fetch_correlation = None
+            r.fetch_sent_ms = now + self.config.retry_backoff_ms
+        elif isinstance(r, Prospective | Candidate) and peer in self._vote_sent:
+            self._vote_sent[peer] = now - self.config.request_timeout_ms + self.config.retry_backoff_ms
+
+    def resign(self, now: int) -> None:
+        """Graceful shutdown: a leader hands over at once (EndQuorumEpoch names its successors)."""
+        if isinstance(self.role, Leader):
+            self._to_resigned(self.role, now, "shutdown")
+
+    # -- request validation and replies ----------------------------------------------------------------------
+
+    def _validate_request(self, source: int, m: Message) -> Errors | None:
+        if m.cluster_id != self.cluster_id:
+            return Errors.INCONSISTENT_CLUSTER_ID
+        claimed = m.replica_id if isinstance(m, VoteRequest | FetchRequest) else m.leader_id
+        if source not in self.others or claimed != source:
+            return Errors.INCONSISTENT_VOTER_SET
+        return None
+
+    def _reply(self, dest: int, request: Message, error: Errors) -> None:
+        epoch, leader = self.epoch, self.leader_id
+        c = request.correlation_id
+        reply: Message
+        if isinstance(request, VoteRequest):
+            reply = VoteResponse(error, epoch, leader, False, request.pre_vote, c)
+        elif isinstance(request, BeginQuorumEpochRequest):
+            reply = BeginQuorumEpochResponse(error, epoch, leader, c)
+        elif isinstance(request, EndQuorumEpochRequest):
+            reply = EndQuorumEpochResponse(error, epoch, leader, c)
+        else:
+            reply = FetchResponse(error, epoch, leader, -1, correlation_id=c)
+        self._send(dest, reply)
+
+    def _send(self, dest: int, message: Message) -> None:
+        self._outbox.append(Envelope(self.id, dest, message))
+
+    def _next_correlation(self) -> int:
+        self._correlation += 1
+        return self._correlation
+
+    # -- transitions -----------------------------------------------------------------------------------------
+
+    def _restore(self, now: int) -> Role:
+        state = self.store.read()
+        epoch = state.leader_epoch if state else 0
+        if self.log.last_epoch > epoch:
+            # The log saw a later epoch than the stored state (the state file was lost): start over, unattached.
+            epoch, state = self.log.last_epoch, None
+            self._persist(epoch, NO_LEADER, -1)
+        if state is None:
+            return Unattached(epoch, self._election_deadline(now))
+        if state.leader_id == self.id:
+            # Kafka: a leader restarting comes back Resigned in the same epoch, so it never reuses the epoch.
+            return Resigned(epoch, self.id, self._election_deadline(now), self.others)
+        if state.leader_id in self.others:
+            deadline = now + self.config.fetch_timeout_ms
+            return Follower(
+                epoch, state.leader_id, deadline, voted_id=state.voted_id, fetch_timeout_ms=self.config.fetch_timeout_ms
+            )
+        if state.voted_id >= 0:
+            return Voted(epoch, state.voted_id, self._election_deadline(now))
+        return Unattached(epoch, self._election_deadline(now))
+
+    def _persist(self, epoch: int, leader_id: int, voted_id: int) -> None:
+        self.store.write(ElectionState(leader_epoch=epoch, leader_id=leader_id, voted_id=voted_id, voters=self.voters))
+
+    def _election_deadline(self, now: int) -> int:
+        t = self.config.election_timeout_ms
+        return now + t + self.rng.randrange(t)
+
+    def _become(self, role: Role, now: int, reason: str) -> None:
+        old = self.role
+        self.role = role
+        self._vote_sent = {}
+        if isinstance(old, Leader):
+            self._fail_parked_fetches(old)  # answered as the new role: the fetchers learn the change at once
+        if old.leader_id != role.leader_id or old.epoch != role.epoch:
+            self.metrics.leader_changes += 1
+        self._log.info(
+            "role_changed", old_role=old.name, role=role.name, epoch=role.epoch, leader_id=role.leader_id,
+            reason=reason, log_end_offset=self.log.end_offset, high_watermark=self.high_watermark,
+        )  # fmt: skip
+
+    def _to_unattached(self, epoch: int, now: int, reason: str) -> None:
+        self._persist(epoch, NO_LEADER, -1)
+        self._become(Unattached(epoch, self._election_deadline(now)), now, reason)
+
+    def _to_voted(self, epoch: int, candidate: int, now: int) -> None:
+        self._persist(epoch, NO_LEADER, candidate)
+        self._become(Voted(epoch, candidate, self._election_deadline(now)), now, f"granted vote to {candidate}")
+
+    def _to_follower(self, epoch: int, leader_id: int, now: int, reason: str) -> None:
+        voted = self.role.voted_id if self.role.epoch == epoch else -1
+        self._persist(epoch, leader_id, voted)
+        deadline = now + self.config.fetch_timeout_ms
+        f = Follower(epoch, leader_id, deadline, voted_id=voted, fetch_timeout_ms=self.config.fetch_timeout_ms)
+        self._become(f, now, reason)
+        if self._flush_in_flight or self._flush_needed:
+            # A fetch offset tells the leader what we hold durably: what was appended before (as a follower that
+            # went Prospective and back, or as a leader) must be flushed first.
+            f.awaiting_flush = True
+        else:
+            self._send_fetch(f, now)
+
+    def _to_prospective(self, now: int, reason: str) -> None:
+        r = self.role
+        p = Prospective(r.epoch, self._election_deadline(now), leader_id=r.leader_id, voted_id=r.voted_id)
+        if isinstance(r, Resigned | Leader):
+            p.leader_id = NO_LEADER  # we were the leader of this epoch; we are not any more
+        p.granted.add(self.id)
+        self._become(p, now, reason)
+        if len(p.granted) >= self.majority:
+            self._to_candidate(now, "pre-vote: no other voters")
+            return
+        for voter in self.others:
+            self._send_vote_request(voter, p.epoch, True, now)
+
+    def _to_candidate(self, now: int, reason: str) -> None:
+        epoch = self.epoch + 1
+        self._persist(epoch, NO_LEADER, self.id)
+        c = Candidate(epoch, self.id, self._election_deadline(now))
+        c.granted.add(self.id)
+        self.metrics.elections += 1
+        self._become(c, now, reason)
+        self._log.info("election_started", epoch=epoch, last_offset=self.log.end_offset, last_epoch=self.log.last_epoch)
+        if len(c.granted) >= self.majority:
+            self._to_leader(c, now)
+            return
+        for voter in self.others:
+            self._send_vote_request(voter, epoch, False, now)
+
+    def _to_leader(self, c: Candidate, now: int) -> None:
+        self._persist(c.epoch, self.id, self.id)
+        start = self.log.end_offset
+        acc = BatchAccumulator(
+            c.epoch, start, linger_ms=self.config.append_linger_ms, max_batch_bytes=self.config.max_batch_bytes,
+            max_pending_bytes=self.config.max_pending_bytes,
+        )  # fmt: skip
+        replicas = {v: ReplicaState() for v in self.others}
+        check_quorum = now + self.config.fetch_timeout_ms * 3 // 2
+        leader = Leader(c.epoch, self.id, start, acc, replicas, check_quorum, now + self.config.fetch_timeout_ms // 2)
+        leader.flushed_offset = self._durable_offset
+        self._become(leader, now, f"won the election with votes from {sorted(c.granted)}")
+        # The first entry of every epoch: it lets the high watermark advance (only entries of the current epoch
+        # are committed by counting) and records who won.
+        change = LeaderChangeMessage(
+            leader_id=self.id,
+            voters=[Voter(voter_id=v) for v in self.voters],
+            granting_voters=[Voter(voter_id=v) for v in sorted(c.granted)],
+        )
+        key, value = encode_control(change)
+        acc.append_control(key, value, now + self.wall_offset_ms)
+        for voter in self.others:
+            self._send(voter, BeginQuorumEpochRequest(self.cluster_id, self.id, c.epoch, self._next_correlation()))
+        self._maybe_drain(leader, now)
+
+    def _to_resigned(self, r: Leader, now: int, reason: str) -> None:
+        successors = tuple(sorted(self.others, key=lambda v: (-r.replicas[v].end_offset, v)))
+        resigned = Resigned(r.epoch, self.id, self._election_deadline(now), successors, set(self.others))
+        self.metrics.resignations += 1
+        self._become(resigned, now, reason)
+        self._log.info("leader_resigned", epoch=r.epoch, reason=reason, preferred_successors=list(successors))
+        self._send_end_quorum_epoch(resigned, now)
+
+    def _send_end_quorum_epoch(self, r: Resigned, now: int) -> None:
+        for voter in sorted(r.unacknowledged):
+            request = EndQuorumEpochRequest(
+                self.cluster_id, self.id, r.epoch, r.preferred_successors, self._next_correlation()
+            )
+            self._send(voter, request)
+        r.resend_at = now + self.config.request_timeout_ms
+
+    def _learn(self, epoch: int, leader_id: int, now: int, reason: str) -> bool:
+        """React to a message showing a later epoch, or the leader of ours; True if the role changed."""
+        if epoch > self.epoch:
+            if leader_id in self.others:
+                self._to_follower(epoch, leader_id, now, reason)
+            else:
+                self._to_unattached(epoch, now, reason)
+            return True
+        if epoch == self.epoch and leader_id in self.others and self.leader_id == NO_LEADER:
+            self._to_follower(epoch, leader_id, now, reason)
+            return True
+        return False
+
+    # -- elections -------------------------------------------------------------------------------------------
+
+    def _send_vote_request(self, voter: int, epoch: int, pre_vote: bool, now: int) -> None:
+        request = VoteRequest(
+            self.cluster_id, self.id, epoch, self.log.last_epoch, self.log.end_offset, pre_vote,
+            self._next_correlation(),
+        )  # fmt: skip
+        self._vote_sent[voter] = now
+        self._send(voter, request)
+
+    def _resend_votes(self, r: Prospective | Candidate, now: int) -> None:
+        if isinstance(r, Candidate) and r.backoff_until is not None:
+            return
+        for voter, sent in list(self._vote_sent.items()):
+            if now >= sent + self.config.request_timeout_ms:
+                self._send_vote_request(voter, r.epoch, isinstance(r, Prospective), now)
+
+    def _on_vote_request(self, source: int, m: VoteRequest, now: int) -> None:
+        illegal = m.last_offset_epoch > m.replica_epoch if m.pre_vote else m.last_offset_epoch >= m.replica_epoch
+        if m.last_offset < 0 or m.last_offset_epoch < 0 or illegal:
+            self._reply(source, m, Errors.INVALID_REQUEST)
+            return
+        if m.replica_epoch < self.epoch:
+            self._reply(source, m, Errors.FENCED_LEADER_EPOCH)
+            return
+        if m.replica_epoch > self.epoch:
+            self._to_unattached(m.replica_epoch, now, f"vote request from {source} in epoch {m.replica_epoch}")
+        up_to_date = (m.last_offset_epoch, m.last_offset) >= (self.log.last_epoch, self.log.end_offset)
+        r = self.role
+        granted = r.can_grant_vote(source, up_to_date, m.pre_vote, now)
+        if granted and not m.pre_vote and isinstance(r, Unattached | Prospective) and r.voted_id < 0:
+            self._to_voted(self.epoch, source, now)  # durable before the answer leaves
+        elif granted and not m.pre_vote and isinstance(r, Voted):
+            r.election_deadline = self._election_deadline(now)
+        self._send(source, VoteResponse(Errors.NONE, self.epoch, self.leader_id, granted, m.pre_vote, m.correlation_id))
+
+    def _on_vote_response(self, source: int, m: VoteResponse, now: int) -> None:
+        if self._learn(m.epoch, m.leader_id, now, f"vote response from {source}"):
+            return
+        r = self.role
+        if m.error != Errors.NONE or m.epoch != self.epoch:
+            return
+        self._vote_sent.pop(source, None)
+        if isinstance(r, Prospective) and m.pre_vote:
+            (r.granted if m.vote_granted else r.rejected).add(source)
+            if len(r.granted) >= self.majority:
+                self._to_candidate(now, f"pre-vote granted by {sorted(r.granted)}")
+            elif len(r.rejected) > len(self.voters) - self.majority:
+                if r.leader_id in self.others:
+                    self._to_follower(r.epoch, r.leader_id, now, f"pre-vote rejected by {sorted(r.rejected)}")
+                else:
+                    r.election_deadline = min(r.election_deadline, now + self._backoff(1))
+        elif isinstance(r, Candidate) and not m.pre_vote:
+            (r.granted if m.vote_granted else r.rejected).add(source)
+            if len(r.granted) >= self.majority:
+                self._to_leader(r, now)
+            elif len(r.rejected) > len(self.voters) - self.majority and r.backoff_until is None:
+                r.backoff_until = now + self._backoff(self.metrics.elections)
+
+    def _backoff(self, retries: int) -> int:
+        # Kafka's binaryExponentialElectionBackoffMs: 100 ms x rand(2^retries), capped.
+        return min(100 * self.rng.randrange(2 << min(20, max(retries, 1) - 1)), self.config.election_backoff_max_ms)
+
+    # -- leader ----------------------------------------------------------------------------------------------
+
+    def _tick_leader(self, r: Leader, now: int) -> None:
+        if now >= r.check_quorum_deadline:
+            if len(self.voters) > 1:
+                self._to_resigned(
+                    r, now, f"check-quorum: no majority fetched within {self.config.fetch_timeout_ms * 3 // 2} ms"
+                )
+                return
+            # A lone voter is its own quorum; move the deadline on, or next_deadline() stays in the past forever.
+            r.check_quorum_deadline = now + self.config.fetch_timeout_ms * 3 // 2
+        for voter, s in r.replicas.items():
+            if s.parked is not None and now >= s.parked_deadline:
+                self._answer_fetch(r, voter, s.parked, now)
+        if now >= r.begin_epoch_resend_at:
+            for voter, s in r.replicas.items():
+                if s.last_fetch_ms is None:
+                    self._send(
+                        voter, BeginQuorumEpochRequest(self.cluster_id, self.id, r.epoch, self._next_correlation())
+                    )
+            r.begin_epoch_resend_at = now + self.config.fetch_timeout_ms // 2
+        self._maybe_drain(r, now)
+
+    def _maybe_drain(self, r: Leader, now: int) -> None:
+        if not r.accumulator.needs_drain(now, self._flush_in_flight or self._flush_needed):
+            return
+        for batch in r.accumulator.drain():
+            info = self.log.append(batch.encode(r.epoch), r.epoch)
+            if info.base_offset != batch.base_offset:
+                raise SafetyViolation(f"batch for offset {batch.base_offset} landed at {info.base_offset}")
+            self.metrics.appended_batches += 1
+        self._flush_needed = True
+        self._wake_parked_fetches(r, now)
+
+    def _update_leader_hw(self, r: Leader, now: int) -> None:
+        own = self.log.end_offset if BUG_HW_BEFORE_FSYNC in self.bugs else r.flushed_offset
+        ends = sorted([own, *(s.end_offset for s in r.replicas.values())], reverse=True)
+        candidate = ends[len(self.voters) // 2]
+        if candidate > r.epoch_start_offset and (r.high_watermark is None or candidate > r.high_watermark):
+            r.high_watermark = candidate
+            if candidate > self.high_watermark:
+                self.high_watermark = candidate
+                self.metrics.committed_offset_advances += 1
+            self._wake_parked_fetches(r, now)
+
+    def _on_fetch_request(self, source: int, m: FetchRequest, now: int) -> None:
+        r = self.role
+        if m.leader_epoch < self.epoch:
+            self._reply(source, m, Errors.FENCED_LEADER_EPOCH)
+            return
+        if m.leader_epoch > self.epoch:
+            self._reply(source, m, Errors.UNKNOWN_LEADER_EPOCH)
+            return
+        if not isinstance(r, Leader):
+            self._reply(source, m, Errors.NOT_LEADER_OR_FOLLOWER)
+            return
+        if m.fetch_offset < 0 or m.last_fetched_epoch < 0 or m.last_fetched_epoch > r.epoch or m.max_bytes <= 0:
+            self._reply(source, m, Errors.INVALID_REQUEST)
+            return
+        s = r.replicas[source]
+        s.parked = None
+        s.last_fetch_ms = now
+        self._note_check_quorum(r, now)
+        diverging = self._divergence(m)
+        if diverging is not None:
+            epoch, end = diverging
+            response = FetchResponse(
+                Errors.NONE, r.epoch, self.id, self._leader_hw(r), diverging_epoch=epoch, diverging_end_offset=end,
+                correlation_id=m.correlation_id,
+            )  # fmt: skip
+            self._send(source, response)
+            return
+        s.end_offset = m.fetch_offset
+        self._update_leader_hw(r, now)
+        if m.fetch_offset < self.log.end_offset or s.sent_high_watermark < self._leader_hw(r) or m.max_wait_ms <= 0:
+            self._answer_fetch(r, source, m, now)
+        else:
+            s.parked = m
+            s.parked_deadline = now + min(m.max_wait_ms, self.config.fetch_max_wait_ms)
+
+    def _divergence(self, m: FetchRequest) -> tuple[int, int] | None:
+        """Where the fetcher's log stops matching ours, or None if (fetch offset, last epoch) is a prefix of it."""
+        if m.fetch_offset == 0 or BUG_SKIP_DIVERGENCE_CHECK in self.bugs:
+            return None
+        epoch, end = self.log.end_offset_for_epoch(m.last_fetched_epoch)
+        if epoch < 0:
+            return 0, self.log.start_offset  # it holds only epochs older than anything we have
+        if epoch != m.last_fetched_epoch or end < m.fetch_offset:
+            return epoch, end
+        return None
+
+    def _note_check_quorum(self, r: Leader, now: int) -> None:
+        heard = 1 + sum(
+            1 for s in r.replicas.values()
+            if s.last_fetch_ms is not None and now - s.last_fetch_ms <= self.config.fetch_timeout_ms * 3 // 2
+        )  # fmt: skip
+        if heard >= self.majority:
+            r.check_quorum_deadline = now + self.config.fetch_timeout_ms * 3 // 2
+
+    @staticmethod
+    def _leader_hw(r: Leader) -> int:
+        return -1 if r.high_watermark is None else r.high_watermark
+
+    def _answer_fetch(self, r: Leader, voter: int, m: FetchRequest, now: int) -> None:
+        s = r.replicas[voter]
+        s.parked = None
+        records = b""
+        if m.fetch_offset < self.log.end_offset:
+            records, _ = self.log.read(m.fetch_offset, min(m.max_bytes, self.config.fetch_max_bytes))
+        hw = self._leader_hw(r)
+        s.sent_high_watermark = hw
+        self._send(voter, FetchResponse(Errors.NONE, r.epoch, self.id, hw, records, correlation_id=m.correlation_id))
+
+    def _wake_parked_fetches(self, r: Leader, now: int) -> None:
+        hw = self._leader_hw(r)
+        end = self.log.end_offset
+        for voter, s in r.replicas.items():
+            if s.parked is not None and (s.parked.fetch_offset < end or s.sent_high_watermark < hw):
+                self._answer_fetch(r, voter, s.parked, now)
+
+    def _fail_parked_fetches(self, r: Leader) -> None:
+        for voter, s in r.replicas.items():
+            if s.parked is not None:
+                self._reply(voter, s.parked, Errors.NOT_LEADER_OR_FOLLOWER)
+                s.parked = None
+
+    # -- follower --------------------------------------------------------------------------------------------
+
+    def _send_fetch(self, f: Follower, now: int) -> None:
+        f.fetch_correlation = self._next_correlation()
+        f.fetch_sent_ms = now
+        request = FetchRequest(
+            self.cluster_id, self.id, f.epoch, self.log.end_offset, self.log.last_epoch, self.config.fetch_max_bytes,
+            self.config.fetch_max_wait_ms, f.fetch_correlation,
+        )  # fmt: skip
+        self._send(f.leader_id, request)
+
+    def _on_fetch_response(self, source: int, m: FetchResponse, now: int) -> None:
+        if self._learn(m.epoch, m.leader_id, now, f"fetch response from {source}"):
+            return
+        f = self.role
+        if not isinstance(f, Follower) or source != f.leader_id or m.correlation_id != f.fetch_correlation:
+            return  # stale, duplicated, or not from our leader
+        f.fetch_correlation = None
+        if m.error != Errors.NONE or m.epoch != f.epoch:
+            f.fetch_sent_ms = now + self.config.retry_backoff_ms  # retry after a backoff
+            return
+        f.last_fetch_ok_ms = now
+        f.fetch_deadline = now + self.config.fetch_timeout_ms
+        if f.leader_unreachable:
+            f.leader_unreachable = False
+            if not f.leader_resigned:
+                f.prospective_at = None
+        if m.diverging_epoch >= 0:
+            self._truncate_diverging(m.diverging_epoch, m.diverging_end_offset, now)
+            self._send_fetch(f, now)
+            return
+        appended = self._append_fetched(m.records, f, now)
+        if m.high_watermark >= 0:
+            new_hw = min(m.high_watermark, self.log.end_offset)
+            if new_hw > self.high_watermark:
+                self.high_watermark = new_hw
+                self.metrics.committed_offset_advances += 1
+        if appended:
+            f.awaiting_flush = True
+            self._flush_needed = True
+        else:
+            self._send_fetch(f, now)
+
+    def _append_fetched(self, records: bytes, f: Follower, now: int) -> bool:
+        appended = False
+        try:
+            for batch in iter_batches(records, path=f"fetch from {f.leader_id}"):
+                if batch.base_offset != self.log.end_offset:
+                    self._log.warning(
+                        "fetched_batch_out_of_place", base_offset=batch.base_offset, log_end_offset=self.log.end_offset
+                    )
+                    break
+                self.log.append(batch.buffer)
+                appended = True
+        except (CorruptBatchError, ValueError) as e:
+            self._log.warning("fetched_batch_rejected", leader_id=f.leader_id, error=str(e))
+        return appended
+
+    def _truncate_diverging(self, epoch: int, end_offset: int, now: int) -> None:
+        local_epoch, local_end = self.log.end_offset_for_epoch(epoch)
+        if local_epoch < 0:
+            target = self.log.start_offset
+        elif local_epoch == epoch:
+            target = min(local_end, end_offset)
+        else:
+            target = local_end
+        target = min(target, self.log.end_offset)
+        if target < self.high_watermark:
+            raise SafetyViolation(
+                f"node {self.id}: asked to truncate to {target}, below the high watermark {self.high_watermark}"
+            )
+        old_end = self.log.end_offset
+        new_end = self.log.truncate_to(target)
+        self._durable_offset = min(self._durable_offset, new_end)
+        if self._flush_in_flight:
+            self._truncated_below = new_end if self._truncated_below is None else min(self._truncated_below, new_end)
+        self.metrics.truncations += 1
+        self._log.warning(
+            "log_truncated_for_divergence", epoch=self.epoch, diverging_epoch=epoch, diverging_end_offset=end_offset,
+            old_end=old_end, new_end=new_end,
+        )  # fmt: skip
+
+    # -- quorum epoch announcements --------------------------------------------------------------------------
+
+    def _on_begin_quorum_epoch(self, source: int, m: BeginQuorumEpochRequest, now: int) -> None:
+        if m.leader_epoch < self.epoch:
+            self._reply(source, m, Errors.FENCED_LEADER_EPOCH)
+            return
+        if m.leader_epoch == self.epoch and self.leader_id not in (NO_LEADER, source):
+            self._log.error("conflicting_leader", epoch=m.leader_epoch, claimed=source, known=self.leader_id)
+            self._reply(source, m, Errors.INVALID_REQUEST)
+            return
+        r = self.role
+        if isinstance(r, Prospective) and r.epoch == m.leader_epoch and r.leader_id == source:
+            self._to_follower(r.epoch, source, now, f"leader {source} is alive (BeginQuorumEpoch)")
+        elif not self._learn(m.leader_epoch, source, now, f"BeginQuorumEpoch from {source}"):
+            r = self.role
+            if isinstance(r, Follower) and r.fetch_correlation is None and not r.awaiting_flush:
+                self._send_fetch(r, now)
+        self._send(source, BeginQuorumEpochResponse(Errors.NONE, self.epoch, self.leader_id, m.correlation_id))
+
+    def _on_begin_quorum_epoch_response(self, source: int, m: BeginQuorumEpochResponse, now: int) -> None:
+        self._learn(m.epoch, m.leader_id, now, f"BeginQuorumEpoch response from {source}")
+
+    def _on_end_quorum_epoch(self, source: int, m: EndQuorumEpochRequest, now: int) -> None:
+        if m.leader_epoch < self.epoch:
+            self._reply(source, m, Errors.FENCED_LEADER_EPOCH)
+            return
+        self._learn(m.leader_epoch, source, now, f"EndQuorumEpoch from {source}")
+        r = self.role
+        if isinstance(r, Follower) and r.leader_id == source and r.epoch == m.leader_epoch:
+            r.leader_resigned = True
+            at = now + self._successor_backoff(m.preferred_successors)
+            r.prospective_at = at if r.prospective_at is None else min(r.prospective_at, at)
+        self._send(source, EndQuorumEpochResponse(Errors.NONE, self.epoch, self.leader_id, m.correlation_id))
+
+    def _successor_backoff(self, successors: tuple[int, ...]) -> int:
+        # Kafka's strictExponentialElectionBackoffMs: the most caught-up successor goes first, at once.
+        n = len(successors)
+        position = successors.index(self.id) if self.id in successors else -1
+        cap = self.config.election_backoff_max_ms
+        if position == 0:
+            return 0
+        if position < 0:
+            return cap
+        return min(cap, (cap >> (n - 1)) << (position - 1))
+
+    def _on_end_quorum_epoch_response(self, source: int, m: EndQuorumEpochResponse, now: int) -> None:
+        if self._learn(m.epoch, m.leader_id, now, f"EndQuorumEpoch response from {source}"):
+            return
+        r = self.role
+        if isinstance(r, Resigned) and m.error == Errors.NONE:
+            r.unacknowledged.discard(source)
+
+
+_HANDLERS = {
+    VoteRequest: RaftCore._on_vote_request,
+    VoteResponse: RaftCore._on_vote_response,
+    BeginQuorumEpochRequest: RaftCore._on_begin_quorum_epoch,
+    BeginQuorumEpochResponse: RaftCore._on_begin_quorum_epoch_response,
+    EndQuorumEpochRequest: RaftCore._on_end_quorum_epoch,
+    EndQuorumEpochResponse: RaftCore._on_end_quorum_epoch_response,
+    FetchRequest: RaftCore._on_fetch_request,
+    FetchResponse: RaftCore._on_fetch_response,
+}

@@ -1,0 +1,172 @@
+"""The roles a voter can be in, each holding its own data (Kafka's ``EpochState`` classes).
+
+Transitions live in :mod:`quorum.raft.core`; a role only answers questions about itself — above all, whether it
+may grant a vote. Times are milliseconds on the core's clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from quorum.raft.accumulator import BatchAccumulator
+from quorum.raft.messages import NO_LEADER, FetchRequest
+
+
+@dataclass
+class Unattached:
+    """Knows the epoch but no leader, and has not voted in it."""
+
+    epoch: int
+    election_deadline: int
+    name = "Unattached"
+    leader_id = NO_LEADER
+    voted_id = -1
+
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool, pre_vote: bool, now_ms: int) -> bool:
+        return log_up_to_date
+
+
+@dataclass
+class Voted:
+    """Has voted in this epoch (durably); no leader known yet."""
+
+    epoch: int
+    voted_id: int
+    election_deadline: int
+    name = "Voted"
+    leader_id = NO_LEADER
+
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool, pre_vote: bool, now_ms: int) -> bool:
+        # A pre-vote binds nothing: judge the log. A real vote only for the one already granted in this epoch.
+        return log_up_to_date if pre_vote else candidate == self.voted_id
+
+
+@dataclass
+class Prospective:
+    """Pre-vote (KIP-996): asks whether it *could* win before bumping the epoch, so a node that was cut off
+    cannot depose a healthy leader when it returns. Keeps the leader and vote it knew in this epoch."""
+
+    epoch: int
+    election_deadline: int
+    leader_id: int = NO_LEADER
+    voted_id: int = -1
+    granted: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+    name = "Prospective"
+
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool, pre_vote: bool, now_ms: int) -> bool:
+        if pre_vote:
+            return log_up_to_date
+        if self.leader_id != NO_LEADER:
+            return False
+        return candidate == self.voted_id if self.voted_id >= 0 else log_up_to_date
+
+
+@dataclass
+class Candidate:
+    """Has bumped the epoch and voted for itself; gathers votes."""
+
+    epoch: int
+    local_id: int
+    election_deadline: int
+    granted: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+    backoff_until: int | None = None
+    name = "Candidate"
+    leader_id = NO_LEADER
+
+    @property
+    def voted_id(self) -> int:
+        return self.local_id
+
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool, pre_vote: bool, now_ms: int) -> bool:
+        return log_up_to_date if pre_vote else candidate == self.local_id
+
+
+@dataclass
+class Follower:
+    """Knows the leader of its epoch and fetches from it."""
+
+    epoch: int
+    leader_id: int
+    fetch_deadline: int  # no successful fetch by then: the leader is presumed gone
+    voted_id: int = -1
+    last_fetch_ok_ms: int | None = None
+    leader_unreachable: bool = False  # the transport saw the connection to the leader fail
+    leader_resigned: bool = False  # the leader sent EndQuorumEpoch
+    prospective_at: int | None = None  # an earlier start of pre-vote (unreachable or resigned leader)
+    fetch_correlation: int | None = None  # the outstanding fetch
+    fetch_sent_ms: int = 0
+    awaiting_flush: bool = False  # appended a fetch's records; the next fetch waits for them to be durable
+    fetch_timeout_ms: int = 2000
+    name = "Follower"
+
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool, pre_vote: bool, now_ms: int) -> bool:
+        if not pre_vote:
+            return False  # this epoch has a leader
+        heard_recently = self.last_fetch_ok_ms is not None and now_ms - self.last_fetch_ok_ms < self.fetch_timeout_ms
+        return log_up_to_date and (self.leader_unreachable or self.leader_resigned or not heard_recently)
+
+
+@dataclass
+class ReplicaState:
+    """The leader's view of one voter."""
+
+    end_offset: int = 0  # durable on that voter (the fetch offset of its last valid fetch in this epoch)
+    last_fetch_ms: int | None = None
+    sent_high_watermark: int = -1
+    parked: FetchRequest | None = None  # a fetch waiting for new data
+    parked_deadline: int = 0
+
+
+@dataclass
+class Leader:
+    epoch: int
+    local_id: int
+    epoch_start_offset: int  # offset of this epoch's LeaderChangeMessage
+    accumulator: BatchAccumulator
+    replicas: dict[int, ReplicaState]  # every other voter
+    check_quorum_deadline: int
+    begin_epoch_resend_at: int
+    flushed_offset: int = 0  # durable on the leader itself
+    high_watermark: int | None = None  # unknown until an entry of this epoch is committed
+    name = "Leader"
+
+    @property
+    def leader_id(self) -> int:
+        return self.local_id
+
+    @property
+    def voted_id(self) -> int:
+        return self.local_id
+
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool, pre_vote: bool, now_ms: int) -> bool:
+        return False
+
+
+@dataclass
+class Resigned:
+    """A leader stepping down (shutdown, or check-quorum failed): serves nothing, tells the voters who should
+    succeed it, and waits for the next epoch."""
+
+    epoch: int
+    local_id: int
+    election_deadline: int
+    preferred_successors: tuple[int, ...]
+    unacknowledged: set[int] = field(default_factory=set)
+    resend_at: int = 0
+    name = "Resigned"
+
+    @property
+    def leader_id(self) -> int:
+        return self.local_id
+
+    @property
+    def voted_id(self) -> int:
+        return self.local_id
+
+    def can_grant_vote(self, candidate: int, log_up_to_date: bool, pre_vote: bool, now_ms: int) -> bool:
+        return pre_vote and log_up_to_date  # help a successor along; never a real vote in its own epoch
+
+
+Role = Unattached | Voted | Prospective | Candidate | Follower | Leader | Resigned
