@@ -1,0 +1,92 @@
+"""The quorum admin service: DescribeQuorum (for ``pykraft quorum describe``) and AppendRecords (raw appends
+through the leader, answered once committed: for tools, tests and benchmarks)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import grpc
+
+from quorum.errors import Errors, KafkaError
+from quorum.raft.runtime import RaftNode
+from quorum.transport.pb import quorum_pb2 as pb
+from quorum.transport.pb import quorum_pb2_grpc as pb_grpc
+
+DEFAULT_APPEND_TIMEOUT_MS = 5000
+
+
+class QuorumAdminService(pb_grpc.QuorumAdminServicer):
+    def __init__(self, node: RaftNode, check_record: Callable[[bytes], object] | None = None) -> None:
+        """``check_record`` raises ValueError for a record the log's readers could not take (the quorum layer
+        knows no record format; the node process supplies the metadata record decoder)."""
+        self.node = node
+        self.check_record = check_record
+
+    def add_to_server(self, server: grpc.aio.Server) -> None:
+        pb_grpc.add_QuorumAdminServicer_to_server(self, server)
+
+    def _leader_endpoint(self, leader_id: int) -> str:
+        addr = self.node.voters.get(leader_id)
+        return f"{addr.host}:{addr.port}" if addr else ""
+
+    async def DescribeQuorum(
+        self, request: pb.DescribeQuorumRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DescribeQuorumResponse:
+        d = self.node.describe()
+        leader_end = int(d["log_end_offset"]) if d["role"] == "Leader" else -1
+        voters = [
+            pb.ReplicaState(
+                replica_id=v["id"],
+                log_end_offset=v["log_end_offset"],
+                last_fetch_age_ms=v["last_fetch_age_ms"],
+                lag=leader_end - v["log_end_offset"] if leader_end >= 0 and v["log_end_offset"] >= 0 else -1,
+            )
+            for v in d["voters"]  # type: ignore[union-attr]
+        ]
+        return pb.DescribeQuorumResponse(
+            cluster_id=str(d["cluster_id"]), node_id=int(d["node_id"]), leader_id=int(d["leader_id"]),
+            leader_epoch=int(d["leader_epoch"]), high_watermark=int(d["high_watermark"]), role=str(d["role"]),
+            voters=voters, log_end_offset=int(d["log_end_offset"]),
+            leader_endpoint=self._leader_endpoint(int(d["leader_id"])),
+            epoch_start_offset=int(d["epoch_start_offset"]),
+        )  # fmt: skip
+
+    async def AppendRecords(
+        self, request: pb.AppendRecordsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AppendRecordsResponse:
+        leader = self.node.leader_and_epoch
+        if not request.records:
+            return self._error(Errors.INVALID_REQUEST, "records: at least one record is required", leader)
+        if request.timeout_ms < 0:
+            return self._error(Errors.INVALID_REQUEST, f"timeout_ms: {request.timeout_ms} is negative", leader)
+        timeout = (request.timeout_ms or DEFAULT_APPEND_TIMEOUT_MS) / 1000
+        if self.check_record is not None:
+            for i, value in enumerate(request.records):
+                try:
+                    self.check_record(value)
+                except ValueError as e:
+                    return self._error(Errors.INVALID_REQUEST, f"records[{i}]: {e}", leader)
+        epoch = leader.epoch
+        try:
+            records = list(request.records)
+            if request.atomic:
+                last = self.node.append_atomic(epoch, records)
+            else:
+                last = self.node.append(epoch, records)
+            await asyncio.wait_for(self.node.wait_committed(last, epoch), timeout)
+        except KafkaError as e:
+            return self._error(e.code, str(e), self.node.leader_and_epoch)
+        except TimeoutError:
+            return self._error(Errors.REQUEST_TIMED_OUT, f"not committed within {timeout * 1000:.0f} ms", leader)
+        return pb.AppendRecordsResponse(
+            error_code=0, base_offset=last - len(records) + 1, last_offset=last, epoch=epoch, leader_id=leader.leader_id
+        )
+
+    def _error(self, code: Errors, message: str, leader: object) -> pb.AppendRecordsResponse:
+        return pb.AppendRecordsResponse(
+            error_code=int(code),
+            error_message=message,
+            epoch=leader.epoch,
+            leader_id=leader.leader_id,  # type: ignore[attr-defined]
+        )
