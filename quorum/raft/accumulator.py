@@ -83,13 +83,15 @@ class BatchAccumulator:
             batch = self._batch_with_room(total, timestamp_ms)
             batch.records.extend((None, r) for r in records)
             batch.size += total
+            self.next_offset += len(records)
         else:
             for record, size in zip(records, sizes, strict=True):
+                # next_offset advances record by record: a batch opened midway starts at its first record's offset
                 batch = self._batch_with_room(size, timestamp_ms)
                 batch.records.append((None, record))
                 batch.size += size
+                self.next_offset += 1
         self._pending_bytes += total
-        self.next_offset += len(records)
         if self._linger_deadline is None:
             self._linger_deadline = now_ms + self.linger_ms
         return self.next_offset - 1

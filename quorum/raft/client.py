@@ -6,18 +6,63 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from quorum.log.batch import Record, RecordBatch, build_batch
 
-@dataclass(frozen=True, slots=True)
+
 class CommittedBatch:
-    """A committed batch, delivered to listeners in log order, once each."""
+    """A committed batch, delivered to listeners in log order, once each. Its records are parsed only when asked
+    for: the active controller skips the ones it wrote itself."""
 
-    base_offset: int
-    last_offset: int
-    epoch: int
-    append_timestamp: int
-    is_control: bool
-    records: tuple[bytes, ...]  # record values (framed metadata records; for control batches, the message body)
-    keys: tuple[bytes | None, ...] = ()  # record keys: null for data records, the 4-byte type for control records
+    __slots__ = ("_batch", "_records")
+
+    def __init__(self, batch: RecordBatch) -> None:
+        self._batch = batch
+        self._records: list[Record] | None = None
+
+    @classmethod
+    def of(cls, records: Sequence[bytes], base_offset: int = 0, epoch: int = 0, timestamp: int = 0) -> CommittedBatch:
+        """A data batch of ``records`` (tests and tools)."""
+        raw = build_batch([(None, r) for r in records], base_offset=base_offset, epoch=epoch, timestamp=timestamp)
+        return cls(RecordBatch(raw))
+
+    @property
+    def base_offset(self) -> int:
+        return self._batch.base_offset
+
+    @property
+    def last_offset(self) -> int:
+        return self._batch.last_offset
+
+    @property
+    def epoch(self) -> int:
+        return self._batch.partition_leader_epoch
+
+    @property
+    def append_timestamp(self) -> int:
+        return self._batch.base_timestamp
+
+    @property
+    def is_control(self) -> bool:
+        return self._batch.is_control
+
+    def _parsed(self) -> list[Record]:
+        if self._records is None:
+            self._records = self._batch.records()
+        return self._records
+
+    @property
+    def records(self) -> tuple[bytes, ...]:
+        """Record values: framed metadata records (for control batches, the message body)."""
+        return tuple(r.value or b"" for r in self._parsed())
+
+    @property
+    def keys(self) -> tuple[bytes | None, ...]:
+        """Record keys: null for data records, the 4-byte type for control records."""
+        return tuple(r.key for r in self._parsed())
+
+    def __repr__(self) -> str:
+        kind = "control" if self.is_control else "data"
+        return f"CommittedBatch({kind}, offsets {self.base_offset}-{self.last_offset}, epoch {self.epoch})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -330,9 +330,15 @@ class RaftCore:
         if old.leader_id != role.leader_id or old.epoch != role.epoch:
             self.metrics.leader_changes += 1
         self._log.info(
-            "role_changed", old_role=old.name, role=role.name, epoch=role.epoch, leader_id=role.leader_id,
-            reason=reason, log_end_offset=self.log.end_offset, high_watermark=self.high_watermark,
-        )  # fmt: skip
+            "role_changed",
+            old_role=old.name,
+            role=role.name,
+            epoch=role.epoch,
+            leader_id=role.leader_id,
+            reason=reason,
+            log_end_offset=self.log.end_offset,
+            high_watermark=self.high_watermark,
+        )
 
     def _to_unattached(self, epoch: int, now: int, reason: str) -> None:
         self._persist(epoch, NO_LEADER, -1)
@@ -386,9 +392,12 @@ class RaftCore:
         self._persist(c.epoch, self.id, self.id)
         start = self.log.end_offset
         acc = BatchAccumulator(
-            c.epoch, start, linger_ms=self.config.append_linger_ms, max_batch_bytes=self.config.max_batch_bytes,
+            c.epoch,
+            start,
+            linger_ms=self.config.append_linger_ms,
+            max_batch_bytes=self.config.max_batch_bytes,
             max_pending_bytes=self.config.max_pending_bytes,
-        )  # fmt: skip
+        )
         replicas = {v: ReplicaState() for v in self.others}
         check_quorum = now + self.config.fetch_timeout_ms * 3 // 2
         leader = Leader(c.epoch, self.id, start, acc, replicas, check_quorum, now + self.config.fetch_timeout_ms // 2)
@@ -440,9 +449,14 @@ class RaftCore:
 
     def _send_vote_request(self, voter: int, epoch: int, pre_vote: bool, now: int) -> None:
         request = VoteRequest(
-            self.cluster_id, self.id, epoch, self.log.last_epoch, self.log.end_offset, pre_vote,
+            self.cluster_id,
+            self.id,
+            epoch,
+            self.log.last_epoch,
+            self.log.end_offset,
+            pre_vote,
             self._next_correlation(),
-        )  # fmt: skip
+        )
         self._vote_sent[voter] = now
         self._send(voter, request)
 
@@ -566,9 +580,14 @@ class RaftCore:
         if diverging is not None:
             epoch, end = diverging
             response = FetchResponse(
-                Errors.NONE, r.epoch, self.id, self._leader_hw(r), diverging_epoch=epoch, diverging_end_offset=end,
+                Errors.NONE,
+                r.epoch,
+                self.id,
+                self._leader_hw(r),
+                diverging_epoch=epoch,
+                diverging_end_offset=end,
                 correlation_id=m.correlation_id,
-            )  # fmt: skip
+            )
             self._send(source, response)
             return
         s.end_offset = m.fetch_offset
@@ -592,9 +611,10 @@ class RaftCore:
 
     def _note_check_quorum(self, r: Leader, now: int) -> None:
         heard = 1 + sum(
-            1 for s in r.replicas.values()
+            1
+            for s in r.replicas.values()
             if s.last_fetch_ms is not None and now - s.last_fetch_ms <= self.config.fetch_timeout_ms * 3 // 2
-        )  # fmt: skip
+        )
         if heard >= self.majority:
             r.check_quorum_deadline = now + self.config.fetch_timeout_ms * 3 // 2
 
@@ -631,9 +651,15 @@ class RaftCore:
         f.fetch_correlation = self._next_correlation()
         f.fetch_sent_ms = now
         request = FetchRequest(
-            self.cluster_id, self.id, f.epoch, self.log.end_offset, self.log.last_epoch, self.config.fetch_max_bytes,
-            self.config.fetch_max_wait_ms, f.fetch_correlation,
-        )  # fmt: skip
+            self.cluster_id,
+            self.id,
+            f.epoch,
+            self.log.end_offset,
+            self.log.last_epoch,
+            self.config.fetch_max_bytes,
+            self.config.fetch_max_wait_ms,
+            f.fetch_correlation,
+        )
         self._send(f.leader_id, request)
 
     def _on_fetch_response(self, source: int, m: FetchResponse, now: int) -> None:
@@ -703,9 +729,13 @@ class RaftCore:
             self._truncated_below = new_end if self._truncated_below is None else min(self._truncated_below, new_end)
         self.metrics.truncations += 1
         self._log.warning(
-            "log_truncated_for_divergence", epoch=self.epoch, diverging_epoch=epoch, diverging_end_offset=end_offset,
-            old_end=old_end, new_end=new_end,
-        )  # fmt: skip
+            "log_truncated_for_divergence",
+            epoch=self.epoch,
+            diverging_epoch=epoch,
+            diverging_end_offset=end_offset,
+            old_end=old_end,
+            new_end=new_end,
+        )
 
     # -- quorum epoch announcements --------------------------------------------------------------------------
 

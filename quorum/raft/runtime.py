@@ -84,10 +84,16 @@ class RaftNode:
         loop = asyncio.get_running_loop()
         now = self._now()
         self.core = RaftCore(
-            node_id=self.node_id, voters=list(self.voters), cluster_id=self.cluster_id, log=self.log,
-            store=self.store, config=self.config, rng=random.Random(), now_ms=now,
+            node_id=self.node_id,
+            voters=list(self.voters),
+            cluster_id=self.cluster_id,
+            log=self.log,
+            store=self.store,
+            config=self.config,
+            rng=random.Random(),
+            now_ms=now,
             wall_offset_ms=int(time.time() * 1000) - now,
-        )  # fmt: skip
+        )
         self._leader = LeaderAndEpoch(self.core.leader_id, self.core.epoch)
         self.transport.start()
         self._delivery_task = loop.create_task(self._deliver_commits(), name=f"raft-delivery-{self.node_id}")
@@ -224,10 +230,13 @@ class RaftNode:
         if not self._epoch_announced and core.is_leader and core.role.high_watermark is not None:  # type: ignore[union-attr]
             self._epoch_announced = True
             log.info(
-                "leader_epoch_committed", node_id=self.node_id, epoch=core.epoch,
-                epoch_start_offset=core.role.epoch_start_offset, high_watermark=core.high_watermark,  # type: ignore[union-attr]
+                "leader_epoch_committed",
+                node_id=self.node_id,
+                epoch=core.epoch,
+                epoch_start_offset=core.role.epoch_start_offset,
+                high_watermark=core.high_watermark,  # type: ignore[union-attr]
                 monotonic_ms=int(time.monotonic() * 1000),  # comparable across processes on one host
-            )  # fmt: skip
+            )
         if self._waiters and (core.high_watermark != self._settled_hw or not core.is_leader):
             self._settled_hw = core.high_watermark
             self._settle_waiters(core)
@@ -291,11 +300,7 @@ class RaftNode:
             for batch in iter_batches(data, path=str(self.log.dir)):
                 if batch.last_offset >= hw:
                     return  # not committed yet
-                records = batch.records()
-                committed = CommittedBatch(
-                    batch.base_offset, batch.last_offset, batch.partition_leader_epoch, batch.base_timestamp,
-                    batch.is_control, tuple(r.value or b"" for r in records), tuple(r.key for r in records),
-                )  # fmt: skip
+                committed = CommittedBatch(batch)
                 try:
                     state.listener.handle_commit(committed)
                 except Exception:

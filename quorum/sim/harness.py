@@ -140,9 +140,16 @@ class Simulation:
 
     def _start(self, node: SimNode) -> None:
         node.core = RaftCore(
-            node_id=node.node_id, voters=list(self.nodes), cluster_id=CLUSTER_ID, log=node.log, store=node.store,
-            config=self.config, rng=random.Random(self.rng.random()), now_ms=self.now, bugs=self.bugs,
-        )  # fmt: skip
+            node_id=node.node_id,
+            voters=list(self.nodes),
+            cluster_id=CLUSTER_ID,
+            log=node.log,
+            store=node.store,
+            config=self.config,
+            rng=random.Random(self.rng.random()),
+            now_ms=self.now,
+            bugs=self.bugs,
+        )
         node.last_hw = node.checked_hw = 0
         node.tick_at = None
         node.flushing = False
@@ -186,16 +193,20 @@ class Simulation:
         if (env.source, env.destination) in self._blocked or self.rng.random() < self.faults.drop:
             return
         copies = 2 if self.rng.random() < self.faults.duplicate else 1
+        # Addressed to the destination's current incarnation: its connections die with it, so a message in flight
+        # when it crashes never reaches the next one (which would take a stale response for the answer to its own
+        # request: correlation ids start over with each incarnation).
+        target = self.nodes[env.destination].core
         for _ in range(copies):
             if self.rng.random() < self.faults.long_delay:
                 delay = self.rng.randint(20, 200)
             else:
                 delay = self.rng.randint(1, 5)
-            self._schedule(delay, lambda env=env: self._deliver(env))
+            self._schedule(delay, lambda env=env: self._deliver(env, target))
 
-    def _deliver(self, env: Envelope) -> None:
+    def _deliver(self, env: Envelope, target: RaftCore | None) -> None:
         node = self.nodes[env.destination]
-        if node.core is None or (env.source, env.destination) in self._blocked:
+        if node.core is None or node.core is not target or (env.source, env.destination) in self._blocked:
             return
         node.core.handle(env, self.now)
         self._after(node)
@@ -408,8 +419,9 @@ class Simulation:
             f"seed {self.seed}, step {self.stats.steps}, t={self.now} ms: {what}\n"
             f"  replay: python -m quorum.sim --seed {self.seed} --voters {len(self.nodes)}"
             + (f" --bug {' --bug '.join(sorted(self.bugs))}" if self.bugs else "")
-            + "\n  nodes: " + "; ".join(self._describe(n) for n in self.nodes.values())
-        )  # fmt: skip
+            + "\n  nodes: "
+            + "; ".join(self._describe(n) for n in self.nodes.values())
+        )
 
     def _describe(self, n: SimNode) -> str:
         if n.core is None:

@@ -1,0 +1,130 @@
+"""RaftCore on its own, fed message by message (no simulator): the rules behind two bugs the simulation found."""
+
+from __future__ import annotations
+
+import random
+
+from quorum.errors import Errors
+from quorum.log.batch import build_batch
+from quorum.raft.core import RaftCore
+from quorum.raft.messages import (
+    BeginQuorumEpochRequest,
+    Envelope,
+    FetchRequest,
+    FetchResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from quorum.raft.roles import Follower, Leader, Prospective
+from quorum.sim.harness import CLUSTER_ID, SIM_CONFIG
+from quorum.sim.storage import SimLog, SimStore
+
+CFG = SIM_CONFIG
+
+
+def make_core(node_id: int, voters: list[int], log: SimLog | None = None) -> RaftCore:
+    return RaftCore(
+        node_id=node_id, voters=voters, cluster_id=CLUSTER_ID, log=log or SimLog(), store=SimStore(), config=CFG,
+        rng=random.Random(node_id), now_ms=0,
+    )  # fmt: skip
+
+
+def flush_now(core: RaftCore, now: int) -> None:
+    """Carry out a flush the core asks for, completing at once."""
+    if core.poll_flush():
+        log = core.log
+        assert isinstance(log, SimLog)
+        end, batches = log.begin_flush()
+        log.complete_flush(batches)
+        core.flushed(end, now)
+
+
+def test_lone_voter_leader_keeps_a_future_deadline() -> None:
+    """Regression: a single voter never moved its check-quorum deadline (it cannot resign for lack of a quorum), so
+    next_deadline() stayed in the past and its driver woke it in a busy loop, for ever."""
+    core = make_core(1, [1])
+    now = 0
+    for _ in range(50):
+        deadline = core.next_deadline()
+        assert deadline >= now
+        now = max(now, deadline)
+        core.tick(now)
+        flush_now(core, now)
+        core.take_messages()
+        if core.is_leader and core.high_watermark > 0:
+            break
+    assert core.is_leader and core.high_watermark == 1  # elected alone; its LeaderChange committed
+    for _ in range(20):  # every tick must leave the next one in the future
+        deadline = core.next_deadline()
+        assert deadline > now, f"next deadline {deadline} is not after now={now}: the driver would spin"
+        now = deadline
+        core.tick(now)
+        flush_now(core, now)
+    assert core.is_leader and core.epoch == 1 and now >= 10 * CFG.fetch_timeout_ms
+
+
+def _fetches(messages: list[Envelope]) -> list[FetchRequest]:
+    return [e.message for e in messages if isinstance(e.message, FetchRequest)]
+
+
+def test_follower_back_from_prospective_waits_for_its_flush() -> None:
+    """Regression: a follower whose flush was running went Prospective (connection to the leader reset), lost the
+    pre-vote, and followed the same leader again: it fetched at once, naming its unflushed log end as durable."""
+    log = SimLog()
+    core = make_core(1, [1, 2, 3], log)
+    now = 10
+    core.handle(Envelope(2, 1, BeginQuorumEpochRequest(CLUSTER_ID, 2, 1, 1)), now)
+    assert isinstance(core.role, Follower) and core.leader_id == 2
+    (fetch,) = _fetches(core.take_messages())
+    assert (fetch.fetch_offset, fetch.leader_epoch) == (0, 1)
+    # The leader answers with two batches: the follower appends them and starts a flush (left running).
+    records = build_batch([(None, b"a")], base_offset=0, epoch=1) + build_batch([(None, b"b")], base_offset=1, epoch=1)
+    core.handle(Envelope(2, 1, FetchResponse(Errors.NONE, 1, 2, 0, records, correlation_id=fetch.correlation_id)), now)
+    assert log.end_offset == 2 and core.poll_flush()
+    assert _fetches(core.take_messages()) == []  # it waits for the flush before fetching again
+    # The connection to the leader breaks; the follower starts a pre-vote and both voters reject it.
+    core.peer_unreachable(2, now)
+    now = core.next_deadline()
+    core.tick(now)
+    assert isinstance(core.role, Prospective)
+    votes = [e for e in core.take_messages() if isinstance(e.message, VoteRequest)]
+    assert sorted(e.destination for e in votes) == [2, 3] and all(e.message.pre_vote for e in votes)
+    for e in votes:
+        reply = VoteResponse(Errors.NONE, 1, 2, False, True, e.message.correlation_id)
+        core.handle(Envelope(e.destination, 1, reply), now)
+    assert isinstance(core.role, Follower) and core.leader_id == 2
+    # Its flush is still running: no fetch may claim offsets 0-1 are durable yet.
+    assert _fetches(core.take_messages()) == []
+    end, batches = log.begin_flush()
+    log.complete_flush(batches)
+    core.flushed(end, now)
+    (fetch,) = _fetches(core.take_messages())
+    assert fetch.fetch_offset == 2 == log.durable_end
+
+
+def test_leader_counts_a_fetch_offset_as_durable() -> None:
+    """Why the rule above matters: the leader commits on the strength of a fetch offset alone."""
+    core = make_core(1, [1, 2, 3])
+    now = 0
+    for _ in range(10):
+        now = max(now, core.next_deadline())
+        core.tick(now)
+        pending = core.take_messages()
+        while pending:  # every voter grants every (pre-)vote at once
+            m = pending.pop(0).message
+            if isinstance(m, VoteRequest):
+                reply = VoteResponse(Errors.NONE, m.replica_epoch, -1, True, m.pre_vote, m.correlation_id)
+                core.handle(Envelope(2, 1, reply), now)
+                pending += core.take_messages()
+        if core.is_leader:
+            break
+    assert isinstance(core.role, Leader)
+    flush_now(core, now)
+    core.take_messages()
+    offset = core.append(core.epoch, [b"x"], now)
+    flush_now(core, now)
+    assert core.high_watermark == 0
+    # One follower says it holds everything (fetch offset = the leader's log end): with the leader, a majority.
+    fetch = FetchRequest(CLUSTER_ID, 2, core.epoch, offset + 1, core.epoch, 4096, 0, 7)
+    core.handle(Envelope(2, 1, fetch), now)
+    assert core.high_watermark == offset + 1
