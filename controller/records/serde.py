@@ -11,7 +11,7 @@ from typing import NamedTuple
 from controller.records.metadata import DATA_RECORDS
 from quorum.log.batch import Record, RecordBatch
 from quorum.log.control import CONTROL_TYPES, ControlType, decode_control
-from quorum.log.message import MAX_VERSION, ApiMessage, DecodeError
+from quorum.log.message import MAX_VERSION, ApiMessage, DecodeError, EncodeError
 from quorum.log.varint import read_uvarint, uvarint
 
 FRAME_VERSION = 1
@@ -39,13 +39,29 @@ class ApiMessageAndVersion(NamedTuple):
 
 
 def serialize(message: ApiMessage, version: int | None = None) -> bytes:
-    """Frame a data record as the value of a log record."""
+    """Frame a data record as the value of a log record.
+
+    Without a version: the version Kafka 4.0 writes, or the lowest later one that can hold the message (as Kafka
+    picks BrokerRegistrationChangeRecord v1 only when it carries InControlledShutdown).
+    """
     spec = message.SPEC
     api_key = getattr(spec, "api_key", None)
     if api_key is None:
         raise TypeError(f"{type(message).__name__} is not a metadata data record")
-    version = spec.write_version if version is None else version  # type: ignore[attr-defined]
-    return bytes((FRAME_VERSION,)) + uvarint(api_key) + uvarint(version) + message.encode(version)
+    if version is None:
+        first, last = spec.write_version, spec.versions[1]  # type: ignore[attr-defined]
+        for candidate in range(first, last + 1):
+            try:
+                body = message.encode(candidate)
+            except EncodeError:
+                if candidate == last:
+                    raise
+                continue
+            version = candidate
+            break
+    else:
+        body = message.encode(version)
+    return bytes((FRAME_VERSION,)) + uvarint(api_key) + uvarint(version) + body
 
 
 def deserialize(value: bytes) -> ApiMessageAndVersion:

@@ -1,0 +1,176 @@
+"""The controller's event queue (Kafka's KafkaEventQueue): one consumer runs events one at a time.
+
+Events are appended (FIFO), prepended (to run next: activation after winning an election), or deferred to a
+time (periodic work, keyed by a tag so a reschedule replaces the previous one). An event carries a deadline: one
+still queued when it passes is failed with REQUEST_TIMED_OUT instead of run. ``close`` fails everything pending
+with the reason given. Events are plain functions: they run to completion without yielding, so an event sees no
+other event's half-done work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from quorum.errors import Errors, KafkaError
+
+log = structlog.get_logger("controller.event_queue")
+
+
+@dataclass
+class Event:
+    name: str
+    run: Callable[[], Any]  # returns a result, or an awaitable of one (a write waiting for its commit)
+    deadline: float | None = None  # time.monotonic()
+    future: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    enqueued: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class QueueStats:
+    processed: int = 0
+    timed_out: int = 0
+    queue_time_total_s: float = 0.0
+    process_time_total_s: float = 0.0
+
+
+class EventQueue:
+    def __init__(self, name: str = "controller") -> None:
+        self.name = name
+        self._events: deque[Event] = deque()
+        self._deferred: list[tuple[float, int, str, Event]] = []
+        self._deferred_tags: dict[str, Event] = {}
+        self._seq = itertools.count()
+        self._wakeup = asyncio.Event()
+        self._closed: KafkaError | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.stats = QueueStats()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._consume(), name=f"{self.name}-events")
+
+    @property
+    def size(self) -> int:
+        return len(self._events) + len(self._deferred_tags)
+
+    def append(self, event: Event) -> asyncio.Future[Any]:
+        return self._enqueue(event, front=False)
+
+    def prepend(self, event: Event) -> asyncio.Future[Any]:
+        return self._enqueue(event, front=True)
+
+    def schedule(self, tag: str, at: float, event: Event) -> None:
+        """Run ``event`` at ``at`` (time.monotonic()), replacing a pending event of the same ``tag``."""
+        if self._closed is not None:
+            return
+        old = self._deferred_tags.pop(tag, None)
+        if old is not None:
+            old.future.cancel()
+        self._deferred_tags[tag] = event
+        heapq.heappush(self._deferred, (at, next(self._seq), tag, event))
+        self._wakeup.set()
+
+    def cancel(self, tag: str) -> None:
+        old = self._deferred_tags.pop(tag, None)
+        if old is not None:
+            old.future.cancel()
+
+    def _enqueue(self, event: Event, front: bool) -> asyncio.Future[Any]:
+        if self._closed is not None:
+            event.future.set_exception(self._closed)
+            return event.future
+        if front:
+            self._events.appendleft(event)
+        else:
+            self._events.append(event)
+        self._wakeup.set()
+        return event.future
+
+    async def close(self, reason: KafkaError) -> None:
+        """Stop; fail every event still queued with ``reason``."""
+        self._closed = reason
+        while self._events:
+            ev = self._events.popleft()
+            if not ev.future.done():
+                ev.future.set_exception(reason)
+        for tag in list(self._deferred_tags):
+            self.cancel(tag)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _consume(self) -> None:
+        while True:
+            ev = self._next_ready()
+            if ev is None:
+                self._wakeup.clear()
+                timeout = None
+                if self._deferred:
+                    timeout = max(0.0, self._deferred[0][0] - time.monotonic())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), timeout)
+                continue
+            self._run(ev)
+            await asyncio.sleep(0)  # let I/O in between events
+
+    def _next_ready(self) -> Event | None:
+        if self._events:
+            return self._events.popleft()
+        now = time.monotonic()
+        while self._deferred and self._deferred[0][0] <= now:
+            _, _, tag, ev = heapq.heappop(self._deferred)
+            if self._deferred_tags.get(tag) is ev:
+                del self._deferred_tags[tag]
+                return ev
+        return None
+
+    def _run(self, ev: Event) -> None:
+        if ev.future.done():
+            return  # cancelled while it waited
+        started = time.monotonic()
+        self.stats.queue_time_total_s += started - ev.enqueued
+        if ev.deadline is not None and started > ev.deadline:
+            self.stats.timed_out += 1
+            waited = (started - ev.enqueued) * 1000
+            ev.future.set_exception(
+                KafkaError(f"{ev.name} timed out after waiting {waited:.0f} ms in the queue", Errors.REQUEST_TIMED_OUT)
+            )
+            return
+        try:
+            result = ev.run()
+        except Exception as e:  # the event's own error travels to its caller
+            ev.future.set_exception(e)
+        else:
+            if isinstance(result, Awaitable):
+                _chain(result, ev.future)
+            else:
+                ev.future.set_result(result)
+        finally:
+            self.stats.processed += 1
+            self.stats.process_time_total_s += time.monotonic() - started
+
+
+def _chain(source: Awaitable[Any], target: asyncio.Future[Any]) -> None:
+    inner = asyncio.ensure_future(source)
+
+    def done(f: asyncio.Future[Any]) -> None:
+        if target.done():
+            return
+        if f.cancelled():
+            target.cancel()
+        elif f.exception() is not None:
+            target.set_exception(f.exception())  # type: ignore[arg-type]
+        else:
+            target.set_result(f.result())
+
+    inner.add_done_callback(done)

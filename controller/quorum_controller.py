@@ -1,0 +1,439 @@
+"""The QuorumController: turns requests into metadata records, through Raft, into memory, back into responses.
+
+Write path (Kafka's ControllerWriteEvent): on the event queue, a manager generates records and a response without
+changing anything; the records go to Raft as one atomic batch; they are replayed into memory at once, stamped
+with their offsets (so the next request sees them); the response waits in the purgatory until the high watermark
+passes the batch. Leadership lost: every waiting response fails with NOT_CONTROLLER and the in-memory state drops
+all uncommitted changes. Reads wait for the highest pending offset, then read committed state only — a client
+reads its own writes and never a write that may still be undone.
+
+A standby replays committed records through the same ``replay``, so a newly elected controller already holds the
+state; Raft announces its leadership only after every earlier batch has been delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import structlog
+
+from controller.cluster_control import (
+    DEFAULT_SESSION_TIMEOUT_MS,
+    BrokerRegistration,
+    ClusterControl,
+    HeartbeatReply,
+    HeartbeatRequest,
+    RegisterBrokerRequest,
+)
+from controller.event_queue import Event, EventQueue
+from controller.placement import PLACERS
+from controller.purgatory import Purgatory
+from controller.records import (
+    BeginTransactionRecord,
+    DecodeError,
+    EndTransactionRecord,
+    FeatureLevelRecord,
+    NoOpRecord,
+    ZkMigrationStateRecord,
+    deserialize,
+    serialize,
+)
+from controller.replication_control import (
+    METADATA_TOPIC,
+    NewTopic,
+    PartitionRegistration,
+    ReplicationControl,
+    ReplicationSettings,
+    TopicInfo,
+    TopicResult,
+)
+from controller.results import NO_ERROR, ApiError, ControllerResult
+from controller.timeline import Timeline, TimelineDict
+from quorum.errors import Errors, KafkaError, NotLeaderError
+from quorum.log.message import ApiMessage
+from quorum.raft.client import CommittedBatch, LeaderAndEpoch, RaftClient
+
+log = structlog.get_logger("controller")
+T = TypeVar("T")
+
+METADATA_VERSION = 22  # 4.0-IV0
+
+
+class NotControllerError(KafkaError):
+    code = Errors.NOT_CONTROLLER
+
+    def __init__(self, message: str, leader_id: int = -1) -> None:
+        super().__init__(message)
+        self.leader_id = leader_id
+
+
+@dataclass
+class ControllerSettings:
+    num_partitions: int = 1  # num.partitions
+    default_replication_factor: int = 1  # default.replication.factor
+    session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS  # broker.session.timeout.ms
+    replica_placer: str = "striped"  # striped | rack-unaware
+    max_idle_interval_ms: int = 500  # metadata.max.idle.interval.ms: a NoOpRecord when nothing else was written
+    fence_check_interval_ms: int = 1000
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    topic_id: Any
+    partitions: tuple[tuple[int, PartitionRegistration], ...]
+    configs: tuple[tuple[str, str], ...]
+    error: ApiError = NO_ERROR
+
+
+@dataclass
+class ControllerMetrics:
+    requests: dict[str, int]
+    request_seconds: dict[str, float]
+    records_appended: int = 0
+    undecodable_records: int = 0
+    commit_seconds_total: float = 0.0
+    commits: int = 0
+
+
+class QuorumController:
+    def __init__(self, node_id: int, raft: RaftClient, settings: ControllerSettings | None = None) -> None:
+        self.node_id = node_id
+        self.raft = raft
+        self.settings = settings or ControllerSettings()
+        self.timeline = Timeline()
+        self.cluster = ClusterControl(self.timeline, self.settings.session_timeout_ms)
+        placer = PLACERS[self.settings.replica_placer](random.Random())
+        replication = ReplicationSettings(self.settings.num_partitions, self.settings.default_replication_factor)
+        self.replication = ReplicationControl(self.timeline, self.cluster, placer, replication)
+        self.queue = EventQueue(f"controller-{node_id}")
+        self.purgatory = Purgatory()
+        self.metrics = ControllerMetrics({}, {})
+        self.active_epoch: int | None = None  # the Raft epoch in which this controller is active
+        self.leader = LeaderAndEpoch(-1, 0)
+        self.committed_offset = -1  # last committed offset replayed or confirmed
+        self._written: deque[tuple[int, int]] = deque()  # (first, last) offsets this controller appended
+        self._wrote_since_noop = False
+        # Timeline state like the rest: a renounce must forget an uncommitted activation, or it is never rewritten.
+        self._features: TimelineDict[str, int] = TimelineDict(self.timeline)
+        self._append_times: dict[int, float] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.queue.start()
+        self.raft.register(self)
+
+    async def close(self) -> None:
+        await self.queue.close(NotControllerError("the controller is shutting down", self.leader.leader_id))
+        self.purgatory.fail_all(NotControllerError("the controller is shutting down", self.leader.leader_id))
+
+    @property
+    def active(self) -> bool:
+        return self.active_epoch is not None
+
+    # -- RaftListener ----------------------------------------------------------------------------------------
+
+    def handle_commit(self, batch: CommittedBatch) -> None:
+        if not batch.is_control and not self._wrote(batch.base_offset, batch.last_offset):
+            written = self._written
+            for i, value in enumerate(batch.records):
+                offset = batch.base_offset + i
+                while written and written[0][1] < offset:
+                    written.popleft()
+                if written and written[0][0] <= offset:
+                    continue  # this controller replayed it when it appended it
+                try:
+                    message, _ = deserialize(value)
+                except DecodeError as e:
+                    # Every node skips the same record, so their states still agree; say so loudly.
+                    self.metrics.undecodable_records += 1
+                    log.error("record_skipped", node_id=self.node_id, offset=offset, error=str(e))
+                    continue
+                self._replay(message, offset)
+        self.committed_offset = batch.last_offset
+        self.timeline.commit_through(batch.last_offset)
+        self.purgatory.complete_up_to(batch.last_offset)
+        started = self._append_times.pop(batch.last_offset, None)
+        if started is not None:
+            self.metrics.commits += 1
+            self.metrics.commit_seconds_total += time.monotonic() - started
+
+    def _wrote(self, first: int, last: int) -> bool:
+        """Did this controller append every offset in [first, last]? (Then it has replayed them all already.)"""
+        written = self._written
+        while written and written[0][1] < first:
+            written.popleft()
+        expected = first
+        for lo, hi in written:
+            if lo > expected:
+                return False
+            expected = hi + 1
+            if expected > last:
+                return True
+        return False
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        was_active = self.active
+        self.leader = leader
+        if leader.leader_id == self.node_id:
+            if self.active_epoch != leader.epoch:
+                self._claim(leader.epoch)
+        elif was_active:
+            self._renounce(f"node {leader.leader_id} leads epoch {leader.epoch}")
+
+    def _claim(self, epoch: int) -> None:
+        self.active_epoch = epoch
+        self._written.clear()
+        self.cluster.start_sessions(_now_ms())
+        log.info("controller_activated", node_id=self.node_id, epoch=epoch, committed_offset=self.committed_offset)
+        if "metadata.version" not in self._features:
+            future = self.queue.prepend(Event("activation", lambda: self._write(self._activation_records)))
+            future.add_done_callback(_log_failure("activation"))
+        self._schedule_periodic()
+
+    def _renounce(self, why: str) -> None:
+        log.warning("controller_renounced", node_id=self.node_id, epoch=self.active_epoch, reason=why)
+        self.active_epoch = None
+        error = NotControllerError(f"this node is no longer the controller: {why}", self.leader.leader_id)
+        self.purgatory.fail_all(error)
+        self.timeline.revert()
+        self._written.clear()  # whatever of ours still commits is replayed like anyone else's records
+        self._append_times.clear()
+        for tag in ("fence-stale-brokers", "noop"):
+            self.queue.cancel(tag)
+
+    def _activation_records(self) -> ControllerResult[None]:
+        # Kafka's ActivationRecordsGenerator on an empty log: the bootstrap records in one transaction.
+        return ControllerResult(
+            [
+                BeginTransactionRecord(name="Bootstrap records"),
+                FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION),
+                ZkMigrationStateRecord(zk_migration_state=0),
+                EndTransactionRecord(),
+            ],
+            None,
+        )
+
+    # -- periodic work ---------------------------------------------------------------------------------------
+
+    def _schedule_periodic(self) -> None:
+        if not self.active:
+            return
+        now = time.monotonic()
+        self.queue.schedule(
+            "fence-stale-brokers",
+            now + self.settings.fence_check_interval_ms / 1000,
+            Event("fenceStaleBrokers", self._fence_stale_brokers),
+        )
+        if self.settings.max_idle_interval_ms > 0:
+            self.queue.schedule(
+                "noop", now + self.settings.max_idle_interval_ms / 1000, Event("maybeWriteNoOp", self._maybe_noop)
+            )
+
+    def _fence_stale_brokers(self) -> Any:
+        if not self.active:
+            return None
+        self.queue.schedule(
+            "fence-stale-brokers",
+            time.monotonic() + self.settings.fence_check_interval_ms / 1000,
+            Event("fenceStaleBrokers", self._fence_stale_brokers),
+        )
+        result = self.cluster.fence_stale_brokers(_now_ms(), self.replication.partition_moves)
+        if not result.records:
+            return None
+        log.info("brokers_fenced", node_id=self.node_id, brokers=result.response, reason="session timed out")
+        # One broker per event: look for the next stale one at once, once these records have been replayed.
+        self.queue.schedule(
+            "fence-stale-brokers", time.monotonic(), Event("fenceStaleBrokers", self._fence_stale_brokers)
+        )
+        return self._write(lambda: result)
+
+    def _maybe_noop(self) -> Any:
+        if not self.active:
+            return None
+        self.queue.schedule(
+            "noop",
+            time.monotonic() + self.settings.max_idle_interval_ms / 1000,
+            Event("maybeWriteNoOp", self._maybe_noop),
+        )
+        if self._wrote_since_noop or self.purgatory:
+            self._wrote_since_noop = False
+            return None  # something was written recently enough
+        return self._write(lambda: ControllerResult([NoOpRecord()], None))
+
+    # -- the write and read paths ----------------------------------------------------------------------------
+
+    def _check_active(self) -> int:
+        if self.active_epoch is None:
+            raise NotControllerError(
+                f"node {self.node_id} is not the controller; the leader is node {self.leader.leader_id}",
+                self.leader.leader_id,
+            )
+        return self.active_epoch
+
+    def _write(self, generate: Callable[[], ControllerResult[T]]) -> Any:
+        epoch = self._check_active()
+        result = generate()
+        if not result.records:
+            return self._read(lambda: result.response)
+        values = [serialize(r) for r in result.records]
+        try:
+            last = self.raft.append_atomic(epoch, values)
+        except NotLeaderError as e:
+            self._renounce(f"Raft refused the append: {e}")
+            raise NotControllerError(str(e), e.leader_id) from None
+        first = last - len(values) + 1
+        try:
+            for i, record in enumerate(result.records):
+                self.timeline.offset = first + i
+                self._replay(record, first + i)
+        except Exception as e:
+            # Records Raft has accepted must replay; if not, this controller's memory is wrong: step down.
+            log.error("replay_failed", node_id=self.node_id, offset=first, error=str(e))
+            self.raft.resign(epoch)
+            self._renounce(f"replay of offset {first} failed: {e}")
+            raise KafkaError(f"replay failed: {e}", Errors.UNKNOWN_SERVER_ERROR) from None
+        finally:
+            self.timeline.offset = None
+        self._written.append((first, last))
+        self._wrote_since_noop = True
+        self.metrics.records_appended += len(values)
+        self._append_times[last] = time.monotonic()
+        response = result.response
+        return self.purgatory.add(last, lambda: response)
+
+    def _read(self, respond: Callable[[], T]) -> Any:
+        self._check_active()
+        pending = self.purgatory.highest_pending_offset
+        if pending is None:
+            return respond()
+        return self.purgatory.add(pending, respond)
+
+    def _replay(self, record: ApiMessage, offset: int) -> None:
+        if isinstance(record, FeatureLevelRecord):
+            self._features[record.name] = record.feature_level
+        self.cluster.replay(record)
+        self.replication.replay(record, offset)
+
+    async def _submit(self, name: str, run: Callable[[], Any], timeout_ms: int | None) -> Any:
+        started = time.monotonic()
+        deadline = started + timeout_ms / 1000 if timeout_ms and timeout_ms > 0 else None
+        future = self.queue.append(Event(name, run, deadline))
+        try:
+            if deadline is None:
+                return await future
+            try:
+                return await asyncio.wait_for(asyncio.shield(future), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                raise KafkaError(
+                    f"{name} timed out after {timeout_ms} ms (it may still complete)", Errors.REQUEST_TIMED_OUT
+                ) from None
+        finally:
+            self.metrics.requests[name] = self.metrics.requests.get(name, 0) + 1
+            self.metrics.request_seconds[name] = self.metrics.request_seconds.get(name, 0.0) + (
+                time.monotonic() - started
+            )
+
+    # -- the API ---------------------------------------------------------------------------------------------
+
+    async def create_topics(
+        self, topics: list[NewTopic], *, validate_only: bool = False, timeout_ms: int | None = 30_000
+    ) -> list[TopicResult]:
+        """Kafka's ControllerApis + ReplicationControlManager.createTopics: per-topic results in request order."""
+        if not topics:
+            return []
+        counts: dict[str, int] = {}
+        for t in topics:
+            counts[t.name] = counts.get(t.name, 0) + 1
+        early: dict[str, ApiError] = {}
+        for name, n in counts.items():
+            if n > 1:
+                early[name] = ApiError(Errors.INVALID_REQUEST, "Duplicate topic name.")
+            elif name == METADATA_TOPIC:
+                early[name] = ApiError(Errors.INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
+        todo = [t for t in topics if t.name not in early]
+        results: dict[str, TopicResult] = {}
+        if todo:
+
+            def run() -> Any:
+                return self._write(lambda: self.replication.create_topics(todo, validate_only))
+
+            for r in await self._submit("createTopics", run, timeout_ms):
+                results[r.name] = r
+        # As Kafka's ControllerApis: the controller's results in request order, then the names refused before
+        # reaching it (a duplicated name answered once).
+        out = [results[t.name] for t in topics if t.name not in early]
+        out += [TopicResult(name, error) for name, error in early.items()]
+        return out
+
+    async def describe_topics(self, names: list[str] | None, timeout_ms: int | None = 30_000) -> list[TopicDescription]:
+        """Committed topics (all, or the ones named), with their partitions and configs."""
+
+        def describe() -> list[TopicDescription]:
+            topics = self.replication.topics.committed()
+            by_name = {t.name: t for t in topics.values()}
+            wanted = sorted(by_name) if names is None else names
+            return [self._describe_topic(name, by_name.get(name)) for name in wanted]
+
+        return await self._submit("describeTopics", lambda: self._read(describe), timeout_ms)
+
+    def _describe_topic(self, name: str, topic: TopicInfo | None) -> TopicDescription:
+        if topic is None:
+            return TopicDescription(
+                name, None, (), (), ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+            )
+        parts = self.replication.partitions.committed()
+        count = self.replication.partition_count(topic.id, committed=True)
+        partitions = tuple((i, parts[(topic.id, i)]) for i in range(count))
+        configs = self.replication.configs.committed().get((2, name), ())
+        return TopicDescription(name, topic.id, partitions, configs)
+
+    async def describe_cluster(self, timeout_ms: int | None = 30_000) -> list[BrokerRegistration]:
+        def describe() -> list[BrokerRegistration]:
+            return sorted(self.cluster.brokers.committed().values(), key=lambda b: b.id)
+
+        return await self._submit("describeCluster", lambda: self._read(describe), timeout_ms)
+
+    async def register_broker(self, request: RegisterBrokerRequest, timeout_ms: int | None = 30_000) -> int:
+        def run() -> Any:
+            self._check_active()
+            write_offset = self.raft.next_offset()
+            return self._write(lambda: self.cluster.register_broker(request, write_offset, _now_ms()))
+
+        return await self._submit("registerBroker", run, timeout_ms)
+
+    async def broker_heartbeat(self, request: HeartbeatRequest, timeout_ms: int | None = 30_000) -> HeartbeatReply:
+        def run() -> Any:
+            self._check_active()
+            return self._write(
+                lambda: self.cluster.heartbeat(
+                    request,
+                    self.committed_offset,
+                    _now_ms(),
+                    self.replication.partition_moves,
+                    self.replication.has_leaderships,
+                )
+            )
+
+        return await self._submit("brokerHeartbeat", run, timeout_ms)
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def _log_failure(what: str) -> Callable[[asyncio.Future[Any]], None]:
+    """A callback for a future nobody awaits: log its failure (instead of 'exception was never retrieved')."""
+
+    def done(f: asyncio.Future[Any]) -> None:
+        if not f.cancelled() and f.exception() is not None:
+            log.warning("controller_event_failed", event=what, error=str(f.exception()))
+
+    return done

@@ -1,0 +1,428 @@
+"""ReplicationControl: topics and partitions — CreateTopics with Kafka's validation order, codes and messages, and
+the leader/ISR changes that follow brokers being fenced and unfenced.
+
+``create_topics`` and the other generators read state and return records plus a response; :meth:`replay` is the
+only code that changes state (Kafka's ReplicationControlManager).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from controller.cluster_control import ClusterControl
+from controller.configs import (
+    TOPIC_RESOURCE,
+    InvalidConfigError,
+    check_min_insync_replicas,
+    effective_topic_configs,
+    parse_topic_configs,
+)
+from controller.placement import PlacementError, ReplicaPlacer, UsableBroker
+from controller.records import ConfigRecord, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
+from controller.results import MAX_RECORDS_PER_USER_OP, NO_ERROR, ApiError, ControllerResult
+from controller.timeline import Timeline, TimelineDict
+from quorum.errors import Errors, KafkaError
+from quorum.log.message import METADATA_TOPIC_ID, ApiMessage, Uuid
+
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2
+METADATA_TOPIC = "__cluster_metadata"
+MAX_NAME_LENGTH = 249
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+# -- requests and responses ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    """One topic of a CreateTopics request (Kafka's CreatableTopic)."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: tuple[tuple[int, tuple[int, ...]], ...] = ()  # (partition index, broker ids)
+    configs: tuple[tuple[str, str | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class TopicResult:
+    name: str
+    error: ApiError = NO_ERROR
+    topic_id: Uuid | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: tuple[tuple[str, str, int], ...] = ()  # (name, value, config source)
+
+
+class PartitionRegistration(NamedTuple):  # NamedTuples: replayed by the thousand, and immutable
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    removing: tuple[int, ...] = ()
+    adding: tuple[int, ...] = ()
+    leader_recovery_state: int = 0
+    directories: tuple[Uuid, ...] = ()
+
+
+class TopicInfo(NamedTuple):
+    name: str
+    id: Uuid
+    created_offset: int = -1
+
+
+@dataclass(frozen=True)
+class _BrokerView:
+    version: int
+    registered: frozenset[int]
+    active: frozenset[int]
+    usable: list[UsableBroker]
+
+
+@dataclass
+class ReplicationSettings:
+    num_partitions: int = 1  # num.partitions
+    default_replication_factor: int = 1  # default.replication.factor
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's ``Topic.validate``, with its messages."""
+    if not name:
+        raise KafkaError("Topic name is illegal, it can't be empty", Errors.INVALID_TOPIC_EXCEPTION)
+    if name in (".", ".."):
+        raise KafkaError('Topic name cannot be "." or ".."', Errors.INVALID_TOPIC_EXCEPTION)
+    if len(name) > MAX_NAME_LENGTH:
+        raise KafkaError(
+            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}",
+            Errors.INVALID_TOPIC_EXCEPTION,
+        )
+    if not _LEGAL.fullmatch(name):
+        raise KafkaError(
+            f'Topic name "{name}" is illegal, it contains a character other than ASCII alphanumerics, '
+            "'.', '_' and '-'",
+            Errors.INVALID_TOPIC_EXCEPTION,
+        )
+
+
+def _unify(name: str) -> str:
+    return name.replace(".", "_")
+
+
+class ReplicationControl:
+    def __init__(
+        self, timeline: Timeline, cluster: ClusterControl, placer: ReplicaPlacer, settings: ReplicationSettings
+    ) -> None:
+        self.cluster = cluster
+        self.placer = placer
+        self.settings = settings
+        self.topics: TimelineDict[Uuid, TopicInfo] = TimelineDict(timeline)
+        self.topics_by_name: TimelineDict[str, Uuid] = TimelineDict(timeline)
+        self.partitions: TimelineDict[tuple[Uuid, int], PartitionRegistration] = TimelineDict(timeline)
+        self.configs: TimelineDict[tuple[int, str], tuple[tuple[str, str], ...]] = TimelineDict(timeline)
+        self._colliding: TimelineDict[str, tuple[str, ...]] = TimelineDict(timeline)  # unified name -> names
+        self._broker_view: _BrokerView | None = None
+
+    # -- CreateTopics ----------------------------------------------------------------------------------------
+
+    def partition_count(self, topic_id: Uuid, committed: bool = False) -> int:
+        """Partitions are numbered 0..n-1 without gaps: count until the first missing one."""
+        parts = self.partitions.committed() if committed else self.partitions
+        n = 0
+        while (topic_id, n) in parts:
+            n += 1
+        return n
+
+    def create_topics(self, topics: list[NewTopic], validate_only: bool) -> ControllerResult[list[TopicResult]]:
+        """Kafka's order: names, existence, null configs, config validation, then each topic's shape and placement.
+        Every topic gets its own result; the records of all that succeed form one atomic batch."""
+        errors: dict[str, ApiError] = {}
+        for t in topics:
+            try:
+                validate_topic_name(t.name)
+            except KafkaError as e:
+                errors[t.name] = ApiError.of(e)
+            if any(c in t.name for c in "._") and (others := self._colliding.get(_unify(t.name))):
+                errors[t.name] = ApiError(
+                    Errors.INVALID_TOPIC_EXCEPTION, f"Topic '{t.name}' collides with existing topic: {others[0]}"
+                )
+        for t in topics:
+            # Unconditional, as Kafka's: an existing 'a.b' also "collides" with itself, and must answer 36, not 17.
+            if t.name in self.topics_by_name:
+                errors[t.name] = ApiError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+        for t in topics:
+            nulls = [name for name, value in t.configs if value is None]
+            if t.name not in errors and nulls:
+                errors[t.name] = ApiError(
+                    Errors.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}"
+                )
+        records: list[ApiMessage] = []
+        results: dict[str, TopicResult] = {}
+        brokers = self._brokers()
+        for t in topics:
+            if t.name in errors:
+                continue
+            try:
+                results[t.name] = self._create_topic(t, records, brokers)
+            except KafkaError as e:
+                errors[t.name] = ApiError.of(e)
+        if len(records) > MAX_RECORDS_PER_USER_OP:
+            # Kafka fails the whole operation (BoundedListTooLongException -> POLICY_VIOLATION).
+            excessive = ApiError(Errors.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+            return ControllerResult([], [TopicResult(t.name, excessive) for t in topics])
+        response = [results.get(t.name) or TopicResult(t.name, errors[t.name]) for t in topics]
+        return ControllerResult([] if validate_only else records, response)
+
+    def _create_topic(self, t: NewTopic, records: list[ApiMessage], brokers: _BrokerView) -> TopicResult:
+        configs = {name: value for name, value in t.configs if value is not None}
+        try:
+            parsed = parse_topic_configs(configs)  # Kafka checks configs before the topic's shape
+        except InvalidConfigError as e:
+            raise KafkaError(str(e), Errors.INVALID_CONFIG) from None
+        if t.assignments:
+            if t.replication_factor != -1:
+                raise KafkaError(
+                    "A manual partition assignment was specified, but replication factor was not set to -1.",
+                    Errors.INVALID_REQUEST,
+                )
+            if t.num_partitions != -1:
+                raise KafkaError(
+                    "A manual partition assignment was specified, but numPartitions was not set to -1.",
+                    Errors.INVALID_REQUEST,
+                )
+            assignment = self._manual_assignment(t.assignments, brokers)
+            replication_factor = len(assignment[0])
+        elif t.replication_factor < -1 or t.replication_factor == 0:
+            raise KafkaError(
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+                Errors.INVALID_REPLICATION_FACTOR,
+            )
+        elif t.num_partitions < -1 or t.num_partitions == 0:
+            raise KafkaError(
+                "Number of partitions was set to an invalid non-positive value.", Errors.INVALID_PARTITIONS
+            )
+        else:
+            partitions = self.settings.num_partitions if t.num_partitions == -1 else t.num_partitions
+            replication_factor = (
+                self.settings.default_replication_factor if t.replication_factor == -1 else t.replication_factor
+            )
+            try:
+                assignment = self.placer.place(partitions, replication_factor, brokers.usable)
+            except PlacementError as e:
+                raise KafkaError(
+                    f"Unable to replicate the partition {replication_factor} time(s): {e}",
+                    Errors.INVALID_REPLICATION_FACTOR,
+                ) from None
+        try:
+            check_min_insync_replicas(parsed, replication_factor)
+        except InvalidConfigError as e:
+            raise KafkaError(str(e), Errors.INVALID_CONFIG) from None
+        new_partitions = []
+        for index, replicas in enumerate(assignment):
+            isr = [b for b in replicas if b in brokers.active]
+            if not isr:
+                if t.assignments:
+                    raise KafkaError(
+                        f"All brokers specified in the manual partition assignment for partition {index} are fenced "
+                        "or in controlled shutdown.",
+                        Errors.INVALID_REPLICA_ASSIGNMENT,
+                    )
+                raise KafkaError(
+                    f"Unable to replicate the partition {replication_factor} time(s): All brokers are currently "
+                    "fenced or in controlled shutdown.",
+                    Errors.INVALID_REPLICATION_FACTOR,
+                )
+            new_partitions.append((replicas, isr))
+        topic_id = Uuid.random()
+        records.append(TopicRecord(name=t.name, topic_id=topic_id))
+        records.extend(
+            ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=t.name, name=name, value=value)
+            for name, value in configs.items()
+        )
+        for index, (replicas, isr) in enumerate(new_partitions):
+            records.append(
+                PartitionRecord(
+                    partition_id=index,
+                    topic_id=topic_id,
+                    replicas=list(replicas),
+                    isr=isr,
+                    leader=isr[0],
+                    leader_epoch=0,
+                    partition_epoch=0,
+                    directories=[METADATA_TOPIC_ID] * len(replicas),  # Kafka's DirectoryId.UNASSIGNED
+                )
+            )
+        return TopicResult(
+            t.name,
+            NO_ERROR,
+            topic_id,
+            len(new_partitions),
+            replication_factor,
+            tuple(effective_topic_configs(configs)),
+        )
+
+    def _manual_assignment(
+        self, assignments: tuple[tuple[int, tuple[int, ...]], ...], view: _BrokerView
+    ) -> list[tuple[int, ...]]:
+        by_index: dict[int, tuple[int, ...]] = {}
+        size: int | None = None
+        for index, replicas in assignments:
+            if index in by_index:
+                raise KafkaError(
+                    f"Found multiple manual partition assignments for partition {index}",
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                )
+            if not replicas:
+                raise KafkaError(
+                    "The manual partition assignment includes an empty replica list.", Errors.INVALID_REPLICA_ASSIGNMENT
+                )
+            previous = None
+            for broker in sorted(replicas):
+                if broker not in view.registered:
+                    raise KafkaError(
+                        f"The manual partition assignment includes broker {broker}, but no such broker is registered.",
+                        Errors.INVALID_REPLICA_ASSIGNMENT,
+                    )
+                if broker == previous:
+                    raise KafkaError(
+                        f"The manual partition assignment includes the broker {broker} more than once.",
+                        Errors.INVALID_REPLICA_ASSIGNMENT,
+                    )
+                previous = broker
+            if size is not None and len(replicas) != size:
+                raise KafkaError(
+                    f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but this "
+                    f"is not consistent with previous partitions, which have {size} replica(s).",
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                )
+            size = len(replicas)
+            if not any(b in view.active for b in replicas):
+                raise KafkaError(
+                    f"All brokers specified in the manual partition assignment for partition {index} are fenced or "
+                    "in controlled shutdown.",
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                )
+            by_index[index] = tuple(replicas)
+        for i in range(len(by_index)):
+            if i not in by_index:
+                raise KafkaError(
+                    "partitions should be a consecutive 0-based integer sequence", Errors.INVALID_REPLICA_ASSIGNMENT
+                )
+        return [by_index[i] for i in range(len(by_index))]
+
+    def _brokers(self) -> _BrokerView:
+        """Registered, active and usable brokers, derived once per change of the broker registry."""
+        registry = self.cluster.brokers
+        if self._broker_view is None or self._broker_view.version != registry.version:
+            regs = sorted(registry.values(), key=lambda b: b.id)
+            self._broker_view = _BrokerView(
+                registry.version,
+                frozenset(b.id for b in regs),
+                frozenset(b.id for b in regs if b.active),
+                # Kafka's usableBrokers: registered and not in controlled shutdown (fenced ones too: they may follow)
+                [UsableBroker(b.id, b.rack, b.fenced) for b in regs if not b.in_controlled_shutdown],
+            )
+        return self._broker_view
+
+    # -- leadership moves when brokers come and go ------------------------------------------------------------
+
+    def partition_moves(self, broker_id: int, removing: bool) -> list[ApiMessage]:
+        """PartitionChangeRecords for ``broker_id`` leaving (fenced / shutting down: off every ISR it is in, a new
+        leader where it led) or arriving (unfenced: it leads the leaderless partitions whose ISR holds it)."""
+        records: list[ApiMessage] = []
+        for (topic_id, index), p in sorted(self.partitions.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+            if removing and broker_id in p.isr:
+                isr = [b for b in p.isr if b != broker_id] or list(p.isr)  # never empty an ISR (its data lives there)
+                leader = p.leader
+                if p.leader == broker_id:
+                    leader = next((b for b in p.replicas if b in isr and b != broker_id and self.cluster.active(b)), -1)
+                change = PartitionChangeRecord(partition_id=index, topic_id=topic_id)
+                if isr != list(p.isr):
+                    change.isr = isr
+                if leader != p.leader:
+                    change.leader = leader
+                if change.isr is not None or change.leader != NO_LEADER_CHANGE:
+                    records.append(change)
+            elif not removing and p.leader == NO_LEADER and broker_id in p.isr:
+                records.append(PartitionChangeRecord(partition_id=index, topic_id=topic_id, leader=broker_id))
+        return records
+
+    def has_leaderships(self, broker_id: int) -> bool:
+        return any(p.leader == broker_id for p in self.partitions.values())
+
+    # -- replay ------------------------------------------------------------------------------------------------
+
+    def replay(self, record: ApiMessage, offset: int) -> None:
+        if isinstance(record, TopicRecord):
+            self.topics[record.topic_id] = TopicInfo(record.name, record.topic_id, offset)
+            self.topics_by_name[record.name] = record.topic_id
+            if any(c in record.name for c in "._"):
+                key = _unify(record.name)
+                self._colliding[key] = (*self._colliding.get(key, ()), record.name)
+        elif isinstance(record, PartitionRecord):
+            if record.topic_id not in self.topics:
+                raise KafkaError(f"PartitionRecord at offset {offset} names unknown topic id {record.topic_id}")
+            self.partitions[(record.topic_id, record.partition_id)] = PartitionRegistration(
+                replicas=tuple(record.replicas),
+                isr=tuple(record.isr),
+                leader=record.leader,
+                leader_epoch=record.leader_epoch,
+                partition_epoch=record.partition_epoch,
+                removing=tuple(record.removing_replicas),
+                adding=tuple(record.adding_replicas),
+                leader_recovery_state=record.leader_recovery_state,
+                directories=tuple(record.directories),
+            )
+        elif isinstance(record, PartitionChangeRecord):
+            key = (record.topic_id, record.partition_id)
+            p = self.partitions.get(key)
+            if p is None:
+                raise KafkaError(f"PartitionChangeRecord at offset {offset} names unknown partition {key}")
+            self.partitions[key] = _merge(p, record)
+        elif isinstance(record, ConfigRecord):
+            key = (record.resource_type, record.resource_name)
+            current = dict(self.configs.get(key, ()))
+            if record.value is None:
+                current.pop(record.name, None)
+            else:
+                current[record.name] = record.value
+            self.configs[key] = tuple(sorted(current.items()))
+        elif isinstance(record, RemoveTopicRecord):
+            topic = self.topics.get(record.topic_id)
+            if topic is None:
+                return
+            for i in range(self.partition_count(record.topic_id)):
+                del self.partitions[(record.topic_id, i)]
+            del self.topics[record.topic_id]
+            del self.topics_by_name[topic.name]
+            self.configs.pop((TOPIC_RESOURCE, topic.name), None)
+            key = _unify(topic.name)
+            rest = tuple(n for n in self._colliding.get(key, ()) if n != topic.name)
+            if rest:
+                self._colliding[key] = rest
+            elif key in self._colliding:
+                del self._colliding[key]
+
+
+def _merge(p: PartitionRegistration, change: PartitionChangeRecord) -> PartitionRegistration:
+    """Apply a PartitionChangeRecord as Kafka's PartitionRegistration.merge does: a new leader bumps the leader
+    epoch; every change bumps the partition epoch."""
+    leader, leader_epoch = p.leader, p.leader_epoch
+    if change.leader != NO_LEADER_CHANGE:
+        leader, leader_epoch = change.leader, p.leader_epoch + 1
+    return p._replace(
+        replicas=tuple(change.replicas) if change.replicas is not None else p.replicas,
+        isr=tuple(change.isr) if change.isr is not None else p.isr,
+        removing=tuple(change.removing_replicas) if change.removing_replicas is not None else p.removing,
+        adding=tuple(change.adding_replicas) if change.adding_replicas is not None else p.adding,
+        leader=leader,
+        leader_epoch=leader_epoch,
+        partition_epoch=p.partition_epoch + 1,
+        leader_recovery_state=p.leader_recovery_state
+        if change.leader_recovery_state == -1
+        else change.leader_recovery_state,
+        directories=tuple(change.directories) if change.directories is not None else p.directories,
+    )

@@ -1,0 +1,149 @@
+"""Timeline state: maps that know which of their values are committed (Kafka's SnapshotRegistry and timeline
+collections, reduced to what the controller needs).
+
+The active controller replays its own records into memory the moment it appends them — before they are committed
+— so the next request sees them. Each change is stamped with its record's offset. Then:
+
+- :meth:`Timeline.commit_through` folds changes at offsets the high watermark has passed into the committed view;
+- :meth:`Timeline.revert` drops every uncommitted change when leadership is lost;
+- reads that must not reveal uncommitted state use a map's committed view (:meth:`TimelineDict.committed`).
+
+A standby replays only committed records: with no offset set, changes go straight to the committed view.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator, MutableMapping
+from typing import Any, Generic, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+_MISSING: Any = object()
+
+
+class Timeline:
+    def __init__(self) -> None:
+        self.offset: int | None = None  # the offset of the record being replayed, while uncommitted
+        self._changes: deque[tuple[int, TimelineDict[Any, Any], Any]] = deque()  # (offset, map, key) in order
+
+    def _note(self, m: TimelineDict[Any, Any], key: Any) -> None:
+        self._changes.append((self.offset, m, key))  # type: ignore[arg-type]  # only called with an offset set
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._changes)
+
+    def commit_through(self, offset: int) -> None:
+        """Every change stamped with an offset <= ``offset`` is now committed."""
+        changes = self._changes
+        while changes and changes[0][0] <= offset:
+            change_offset, m, key = changes.popleft()
+            m._commit(key, change_offset)
+
+    def revert(self) -> None:
+        """Forget every uncommitted change: the maps show their committed state again."""
+        while self._changes:
+            _, m, key = self._changes.pop()
+            if m._pending.pop(key, None) is not None:
+                m.version += 1
+
+
+class TimelineDict(MutableMapping[K, V], Generic[K, V]):
+    """A dict whose latest state includes uncommitted changes and whose :meth:`committed` view does not."""
+
+    def __init__(self, timeline: Timeline) -> None:
+        self._timeline = timeline
+        self._committed: dict[K, V] = {}
+        self._pending: dict[K, list[tuple[int, V]]] = {}  # key -> [(offset, value or _MISSING)], oldest first
+        self.version = 0  # bumped by every change to the latest state: lets readers cache what they derive
+
+    # -- latest state (what the active controller's next request sees) -------------------------------------
+
+    def __getitem__(self, key: K) -> V:
+        history = self._pending.get(key)
+        if history is not None:
+            value = history[-1][1]
+            if value is _MISSING:
+                raise KeyError(key)
+            return value
+        return self._committed[key]
+
+    def __setitem__(self, key: K, value: V) -> None:
+        self._write(key, value)
+
+    def __delitem__(self, key: K) -> None:
+        if key not in self:
+            raise KeyError(key)
+        self._write(key, _MISSING)
+
+    def get(self, key: K, default: V | None = None) -> V | None:  # type: ignore[override]
+        history = self._pending.get(key)
+        if history is not None:
+            value = history[-1][1]
+            return default if value is _MISSING else value
+        return self._committed.get(key, default)
+
+    def values(self) -> list[V]:  # type: ignore[override]
+        if not self._pending:
+            return list(self._committed.values())
+        return [self[k] for k in self]
+
+    def items(self) -> list[tuple[K, V]]:  # type: ignore[override]
+        if not self._pending:
+            return list(self._committed.items())
+        return [(k, self[k]) for k in self]
+
+    def __contains__(self, key: object) -> bool:
+        history = self._pending.get(key)  # type: ignore[call-overload]
+        if history is not None:
+            return history[-1][1] is not _MISSING
+        return key in self._committed
+
+    def __iter__(self) -> Iterator[K]:
+        if not self._pending:
+            yield from self._committed
+            return
+        for key in self._committed:
+            if key not in self._pending or self._pending[key][-1][1] is not _MISSING:
+                yield key
+        for key, history in self._pending.items():
+            if key not in self._committed and history[-1][1] is not _MISSING:
+                yield key
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self) if self._pending else len(self._committed)
+
+    def _write(self, key: K, value: V) -> None:
+        self.version += 1
+        offset = self._timeline.offset
+        if offset is None:  # replaying committed records (a standby): no history to keep
+            if value is _MISSING:
+                self._committed.pop(key, None)
+            else:
+                self._committed[key] = value
+            return
+        history = self._pending.setdefault(key, [])
+        if history and history[-1][0] == offset:
+            history[-1] = (offset, value)  # a second change by the same record: keep only the last
+        else:
+            history.append((offset, value))
+            self._timeline._note(self, key)
+
+    def _commit(self, key: K, offset: int) -> None:
+        history = self._pending.get(key)
+        if not history or history[0][0] != offset:
+            return
+        _, value = history.pop(0)
+        if value is _MISSING:
+            self._committed.pop(key, None)
+        else:
+            self._committed[key] = value
+        if not history:
+            del self._pending[key]
+
+    # -- the committed view ----------------------------------------------------------------------------------
+
+    def committed(self) -> dict[K, V]:
+        """Only what the high watermark has passed (a read must not reveal what may still be undone)."""
+        return self._committed
