@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DATA_DIR ?= ./data
 
-.PHONY: install run test lint format proto bench clean
+.PHONY: install run test lint java format proto bench soak clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "pykraft needs Python >= 3.11, found " + sys.version.split()[0])'
@@ -17,14 +17,28 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## make run — the product's main job (for now: write a demo metadata log under ./data and dump it)
+## make run — the product's main job: a local cluster (3 controllers, 6 brokers over 3 racks) on loopback,
+## running in the background; then a demo topic is created and described.
 run: $(STAMP)
-	$(VENV)/bin/pykraft demo --data-dir $(DATA_DIR)
-	$(VENV)/bin/pykraft log dump $(DATA_DIR)/__cluster_metadata-0
+	$(VENV)/bin/pykraft cluster up --data-dir $(DATA_DIR)
+	@BOOT=$$($(VENV)/bin/pykraft cluster bootstrap --data-dir $(DATA_DIR)) && \
+	$(VENV)/bin/pykraft topics --bootstrap-server $$BOOT --create --topic demo --partitions 6 \
+		--replication-factor 3 --config retention.ms=86400000 --if-not-exists && \
+	$(VENV)/bin/pykraft topics --bootstrap-server $$BOOT --describe --topic demo && \
+	echo && echo "The cluster keeps running. Stop it with: $(VENV)/bin/pykraft cluster down --data-dir $(DATA_DIR)"
 
-## make test — lint, then the whole test suite
-test: $(STAMP) lint
+## make test — lint, check the generated code, then the whole test suite (Spark tests need Java 17)
+test: $(STAMP) lint java
+	$(PY) scripts/gen_proto.py --check
 	$(PY) -m pytest -q
+
+## Java 17 for Spark: installed with apt when no java is on PATH (and JAVA_HOME is unset)
+java:
+	@if [ -z "$$JAVA_HOME" ] && ! command -v java >/dev/null 2>&1; then \
+		echo "Java not found: installing openjdk-17-jre-headless with apt"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
+	fi
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -37,6 +51,19 @@ format: $(STAMP)
 ## make bench — benchmarks (not part of the tests; they print figures and ratios against raw baselines)
 bench: $(STAMP)
 	$(PY) benchmarks/log_append.py
+	$(PY) benchmarks/raft_append.py
+	$(PY) benchmarks/create_topics.py
+	$(PY) benchmarks/audit_replay.py
+
+## make soak — a long simulation soak (SEEDS=10000 by default)
+SEEDS ?= 10000
+soak: $(STAMP)
+	$(PY) -m quorum.sim --seeds $(SEEDS) --steps 5000
+	$(PY) -m quorum.sim --seeds $$(( $(SEEDS) / 5 )) --steps 5000 --voters 5
+
+## make proto — regenerate the gRPC code from proto/
+proto: $(STAMP)
+	$(PY) scripts/gen_proto.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info

@@ -7,7 +7,8 @@ import os
 import sys
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``pykraft`` argument parser, every subcommand included (tests parse command lines with it)."""
     parser = argparse.ArgumentParser(prog="pykraft", description="A KRaft-style metadata quorum in Python.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -26,12 +27,85 @@ def main(argv: list[str] | None = None) -> int:
     demo = commands.add_parser("demo", help="append a small demo epoch to a metadata log, written by the real writer")
     demo.add_argument("--data-dir", default="./data", help="directory holding __cluster_metadata-0 (default ./data)")
 
+    node = commands.add_parser("node", help="run one controller node (Raft voter)")
+    from pykraft.node import add_node_arguments
+
+    add_node_arguments(node)
+
+    quorum_cmd = commands.add_parser("quorum", help="inspect a running quorum")
+    quorum_sub = quorum_cmd.add_subparsers(dest="quorum_command", required=True, metavar="SUBCOMMAND")
+    qdesc = quorum_sub.add_parser("describe", help="leader, epoch, high watermark and each voter's lag")
+    qdesc.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="any node of the quorum")
+    qdesc.add_argument("--output", choices=("text", "json"), default="text")
+
+    topics = commands.add_parser("topics", help="create, describe and list topics (like kafka-topics.sh)")
+    from pykraft import topics_cli
+
+    topics_cli.add_arguments(topics)
+
+    broker = commands.add_parser("broker", help="run a broker agent: registers, heartbeats, controlled shutdown")
+    from pykraft import broker as broker_mod
+
+    broker_mod.add_arguments(broker)
+
+    cluster = commands.add_parser("cluster", help="a local cluster: up, down, describe, bootstrap")
+    from pykraft import cluster as cluster_mod
+
+    cluster_mod.add_arguments(cluster)
+
+    export = commands.add_parser("export", help="copy a node's committed metadata log (with a manifest) for auditing")
+    from pykraft import export as export_mod
+
+    export_mod.add_arguments(export)
+
+    audit = commands.add_parser("audit", help="audit an exported metadata log with Spark (Parquet + report.html)")
+    from audit import cli as audit_cli
+
+    audit_cli.add_arguments(audit)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
+    from audit import cli as audit_cli
+    from pykraft import broker as broker_mod
+    from pykraft import cluster as cluster_mod
+    from pykraft import export as export_mod
+    from pykraft import topics_cli
+
     try:
         if args.command == "log":
             from pykraft.dump import run_dump
 
-            return run_dump(args.path, snapshots=args.snapshots, records=not args.batches_only)
+            code = run_dump(args.path, snapshots=args.snapshots, records=not args.batches_only)
+            # Flush here, not at exit: a reader that left early (`| head`) shows up as a BrokenPipeError
+            # we handle below rather than as an "Exception ignored" at shutdown with exit code 120.
+            sys.stdout.flush()
+            return code
+        if args.command == "node":
+            from pykraft.logs import configure_logging
+            from pykraft.node import run as run_node
+
+            configure_logging()
+            return run_node(args)
+        if args.command == "quorum":
+            from pykraft.quorum_cli import run as run_describe
+
+            return run_describe(args.bootstrap_server, args.output)
+        if args.command == "topics":
+            return topics_cli.run(args)
+        if args.command == "broker":
+            from pykraft.logs import configure_logging
+
+            configure_logging()
+            return broker_mod.run(args)
+        if args.command == "cluster":
+            return cluster_mod.run(args)
+        if args.command == "export":
+            return export_mod.run(args)
+        if args.command == "audit":
+            return audit_cli.run(args)
         if args.command == "demo":
             from pykraft.demo import write_demo_log
             from pykraft.logs import configure_logging

@@ -73,8 +73,12 @@ def dump_lines(files: list[Path], summary: DumpSummary, *, records: bool = True)
                             f"{path} is not a metadata log: corrupt batch at byte {item.position}: {item.reason}"
                         )
                     summary.damage.append(item)
-                    yield {"error": item.reason, "file": item.path, "position": item.position,
-                           "invalidBytes": item.bytes_left}  # fmt: skip
+                    yield {
+                        "error": item.reason,
+                        "file": item.path,
+                        "position": item.position,
+                        "invalidBytes": item.bytes_left,
+                    }
                     break
                 if first:
                     yield head

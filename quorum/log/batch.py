@@ -383,9 +383,18 @@ def encode_batch(
     max_ts = max(r.timestamp for r in records)
     last_delta = records[-1].offset - base_offset
     return _finish(
-        body, len(records), base_offset, epoch, base_ts, attributes, last_delta, max_ts,
-        producer_id, producer_epoch, base_sequence,
-    )  # fmt: skip
+        body,
+        len(records),
+        base_offset,
+        epoch,
+        base_ts,
+        attributes,
+        last_delta,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+    )
 
 
 def _finish(
@@ -404,9 +413,21 @@ def _finish(
     out = bytearray(HEADER_SIZE)
     out += body
     HEADER.pack_into(
-        out, 0, base_offset, len(out) - LOG_OVERHEAD, epoch, MAGIC, 0, attributes,
-        count - 1 if last_delta is None else last_delta, timestamp, timestamp if max_ts is None else max_ts,
-        producer_id, producer_epoch, base_sequence, count,
-    )  # fmt: skip
+        out,
+        0,
+        base_offset,
+        len(out) - LOG_OVERHEAD,
+        epoch,
+        MAGIC,
+        0,
+        attributes,
+        count - 1 if last_delta is None else last_delta,
+        timestamp,
+        timestamp if max_ts is None else max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
     struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
     return bytes(out)

@@ -252,9 +252,11 @@ class MetadataLog:
         old.trim()
         old.write_index()
         new = Segment.create(
-            self.dir, base_offset, index_interval=self.config.index_interval_bytes,
+            self.dir,
+            base_offset,
+            index_interval=self.config.index_interval_bytes,
             preallocate=self.config.preallocate_bytes,
-        )  # fmt: skip
+        )
         fsync_dir(self.dir)
         self._segments.append(new)
         self._bases.append(base_offset)

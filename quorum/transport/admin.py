@@ -4,7 +4,7 @@ through the leader, answered once committed: for tools, tests and benchmarks).""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 
@@ -45,12 +45,17 @@ class QuorumAdminService(pb_grpc.QuorumAdminServicer):
             for v in d["voters"]  # type: ignore[union-attr]
         ]
         return pb.DescribeQuorumResponse(
-            cluster_id=str(d["cluster_id"]), node_id=int(d["node_id"]), leader_id=int(d["leader_id"]),
-            leader_epoch=int(d["leader_epoch"]), high_watermark=int(d["high_watermark"]), role=str(d["role"]),
-            voters=voters, log_end_offset=int(d["log_end_offset"]),
+            cluster_id=str(d["cluster_id"]),
+            node_id=int(d["node_id"]),
+            leader_id=int(d["leader_id"]),
+            leader_epoch=int(d["leader_epoch"]),
+            high_watermark=int(d["high_watermark"]),
+            role=str(d["role"]),
+            voters=voters,
+            log_end_offset=int(d["log_end_offset"]),
             leader_endpoint=self._leader_endpoint(int(d["leader_id"])),
             epoch_start_offset=int(d["epoch_start_offset"]),
-        )  # fmt: skip
+        )
 
     async def AppendRecords(
         self, request: pb.AppendRecordsRequest, context: grpc.aio.ServicerContext
@@ -90,3 +95,56 @@ class QuorumAdminService(pb_grpc.QuorumAdminServicer):
             epoch=leader.epoch,
             leader_id=leader.leader_id,  # type: ignore[attr-defined]
         )
+
+    async def ExportLog(
+        self, request: pb.ExportLogRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ExportLogChunk]:
+        """Batches below the high watermark as of now, read through the log's index a chunk at a time. The log may
+        grow meanwhile; what is below this high watermark never changes (it is committed), so the copy is
+        consistent."""
+        node = self.node
+        hw = node.high_watermark
+        leader = node.leader_and_epoch
+        max_bytes = request.max_chunk_bytes or 4 * 1024 * 1024
+        offset = node.log.start_offset
+        first = True
+        while offset < hw:
+            data, next_offset = node.log.read(offset, max_bytes)
+            data, next_offset = _committed_prefix(data, hw, offset)
+            if not data:
+                break
+            chunk = pb.ExportLogChunk(batches=data, first_offset=offset, next_offset=next_offset)
+            if first:
+                chunk.cluster_id = node.cluster_id
+                chunk.node_id = node.node_id
+                chunk.high_watermark = hw
+                chunk.leader_epoch = leader.epoch
+                chunk.log_start_offset = node.log.start_offset
+                first = False
+            yield chunk
+            offset = next_offset
+            await asyncio.sleep(0)  # let the node work between chunks
+        if first:  # an empty committed log: still say where it stands
+            yield pb.ExportLogChunk(
+                cluster_id=node.cluster_id,
+                node_id=node.node_id,
+                high_watermark=hw,
+                leader_epoch=leader.epoch,
+                first_offset=offset,
+                next_offset=offset,
+            )
+
+
+def _committed_prefix(data: bytes, hw: int, offset: int) -> tuple[bytes, int]:
+    """The whole batches of ``data`` that end below ``hw`` (a batch is committed as a whole)."""
+    pos = 0
+    next_offset = offset
+    while pos + 61 <= len(data):
+        base = int.from_bytes(data[pos : pos + 8], "big", signed=True)
+        length = int.from_bytes(data[pos + 8 : pos + 12], "big")
+        last = base + int.from_bytes(data[pos + 23 : pos + 27], "big")
+        if last >= hw:
+            break
+        pos += length + 12
+        next_offset = last + 1
+    return data[:pos], next_offset

@@ -221,3 +221,29 @@ class AppendRecordsResponse(_message.Message):
     epoch: int
     leader_id: int
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., epoch: _Optional[int] = ..., leader_id: _Optional[int] = ...) -> None: ...
+
+class ExportLogRequest(_message.Message):
+    __slots__ = ("max_chunk_bytes",)
+    MAX_CHUNK_BYTES_FIELD_NUMBER: _ClassVar[int]
+    max_chunk_bytes: int
+    def __init__(self, max_chunk_bytes: _Optional[int] = ...) -> None: ...
+
+class ExportLogChunk(_message.Message):
+    __slots__ = ("cluster_id", "node_id", "high_watermark", "leader_epoch", "log_start_offset", "batches", "first_offset", "next_offset")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    node_id: int
+    high_watermark: int
+    leader_epoch: int
+    log_start_offset: int
+    batches: bytes
+    first_offset: int
+    next_offset: int
+    def __init__(self, cluster_id: _Optional[str] = ..., node_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., batches: _Optional[bytes] = ..., first_offset: _Optional[int] = ..., next_offset: _Optional[int] = ...) -> None: ...

@@ -119,6 +119,11 @@ class QuorumAdminStub:
                 request_serializer=quorum_dot_transport_dot_pb_dot_quorum__pb2.AppendRecordsRequest.SerializeToString,
                 response_deserializer=quorum_dot_transport_dot_pb_dot_quorum__pb2.AppendRecordsResponse.FromString,
                 _registered_method=True)
+        self.ExportLog = channel.unary_stream(
+                '/pykraft.quorum.v1.QuorumAdmin/ExportLog',
+                request_serializer=quorum_dot_transport_dot_pb_dot_quorum__pb2.ExportLogRequest.SerializeToString,
+                response_deserializer=quorum_dot_transport_dot_pb_dot_quorum__pb2.ExportLogChunk.FromString,
+                _registered_method=True)
 
 
 class QuorumAdminServicer:
@@ -138,6 +143,13 @@ class QuorumAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExportLog(self, request, context):
+        """Stream this node's committed log (every batch below the high watermark at the time of the call).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QuorumAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -150,6 +162,11 @@ def add_QuorumAdminServicer_to_server(servicer, server):
                     servicer.AppendRecords,
                     request_deserializer=quorum_dot_transport_dot_pb_dot_quorum__pb2.AppendRecordsRequest.FromString,
                     response_serializer=quorum_dot_transport_dot_pb_dot_quorum__pb2.AppendRecordsResponse.SerializeToString,
+            ),
+            'ExportLog': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportLog,
+                    request_deserializer=quorum_dot_transport_dot_pb_dot_quorum__pb2.ExportLogRequest.FromString,
+                    response_serializer=quorum_dot_transport_dot_pb_dot_quorum__pb2.ExportLogChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -206,6 +223,33 @@ class QuorumAdmin:
             '/pykraft.quorum.v1.QuorumAdmin/AppendRecords',
             quorum_dot_transport_dot_pb_dot_quorum__pb2.AppendRecordsRequest.SerializeToString,
             quorum_dot_transport_dot_pb_dot_quorum__pb2.AppendRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportLog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/pykraft.quorum.v1.QuorumAdmin/ExportLog',
+            quorum_dot_transport_dot_pb_dot_quorum__pb2.ExportLogRequest.SerializeToString,
+            quorum_dot_transport_dot_pb_dot_quorum__pb2.ExportLogChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,271 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ControllerHint(_message.Message):
+    __slots__ = ("controller_id", "controller_endpoint")
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    controller_id: int
+    controller_endpoint: str
+    def __init__(self, controller_id: _Optional[int] = ..., controller_endpoint: _Optional[str] = ...) -> None: ...
+
+class CreateTopicsRequest(_message.Message):
+    __slots__ = ("topics", "timeout_ms", "validate_only")
+    class ReplicaAssignment(_message.Message):
+        __slots__ = ("partition_index", "broker_ids")
+        PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+        BROKER_IDS_FIELD_NUMBER: _ClassVar[int]
+        partition_index: int
+        broker_ids: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, partition_index: _Optional[int] = ..., broker_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    class TopicConfig(_message.Message):
+        __slots__ = ("name", "value")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        value: str
+        def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("name", "num_partitions", "replication_factor", "assignments", "configs")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+        ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+        CONFIGS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        num_partitions: int
+        replication_factor: int
+        assignments: _containers.RepeatedCompositeFieldContainer[CreateTopicsRequest.ReplicaAssignment]
+        configs: _containers.RepeatedCompositeFieldContainer[CreateTopicsRequest.TopicConfig]
+        def __init__(self, name: _Optional[str] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., assignments: _Optional[_Iterable[_Union[CreateTopicsRequest.ReplicaAssignment, _Mapping]]] = ..., configs: _Optional[_Iterable[_Union[CreateTopicsRequest.TopicConfig, _Mapping]]] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[CreateTopicsRequest.Topic]
+    timeout_ms: int
+    validate_only: bool
+    def __init__(self, topics: _Optional[_Iterable[_Union[CreateTopicsRequest.Topic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class CreateTopicsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller", "topics")
+    class Config(_message.Message):
+        __slots__ = ("name", "value", "read_only", "config_source", "is_sensitive")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+        CONFIG_SOURCE_FIELD_NUMBER: _ClassVar[int]
+        IS_SENSITIVE_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        value: str
+        read_only: bool
+        config_source: int
+        is_sensitive: bool
+        def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., read_only: _Optional[bool] = ..., config_source: _Optional[int] = ..., is_sensitive: _Optional[bool] = ...) -> None: ...
+    class TopicResult(_message.Message):
+        __slots__ = ("name", "topic_id", "error_code", "error_message", "num_partitions", "replication_factor", "configs")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+        CONFIGS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        topic_id: str
+        error_code: int
+        error_message: str
+        num_partitions: int
+        replication_factor: int
+        configs: _containers.RepeatedCompositeFieldContainer[CreateTopicsResponse.Config]
+        def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[str] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., configs: _Optional[_Iterable[_Union[CreateTopicsResponse.Config, _Mapping]]] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller: ControllerHint
+    topics: _containers.RepeatedCompositeFieldContainer[CreateTopicsResponse.TopicResult]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[CreateTopicsResponse.TopicResult, _Mapping]]] = ...) -> None: ...
+
+class DescribeTopicsRequest(_message.Message):
+    __slots__ = ("names", "timeout_ms")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    timeout_ms: int
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class PartitionDescription(_message.Message):
+    __slots__ = ("partition_index", "leader_id", "leader_epoch", "partition_epoch", "replicas", "isr", "offline_replicas")
+    PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ISR_FIELD_NUMBER: _ClassVar[int]
+    OFFLINE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    partition_index: int
+    leader_id: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    isr: _containers.RepeatedScalarFieldContainer[int]
+    offline_replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, partition_index: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., offline_replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class TopicDescription(_message.Message):
+    __slots__ = ("name", "topic_id", "error_code", "error_message", "partitions", "configs")
+    class ConfigsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    topic_id: str
+    error_code: int
+    error_message: str
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionDescription]
+    configs: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[str] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ..., configs: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class DescribeTopicsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller", "topics")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller: ControllerHint
+    topics: _containers.RepeatedCompositeFieldContainer[TopicDescription]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[TopicDescription, _Mapping]]] = ...) -> None: ...
+
+class DescribeClusterRequest(_message.Message):
+    __slots__ = ("timeout_ms",)
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    timeout_ms: int
+    def __init__(self, timeout_ms: _Optional[int] = ...) -> None: ...
+
+class Listener(_message.Message):
+    __slots__ = ("name", "host", "port", "security_protocol")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    SECURITY_PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+    def __init__(self, name: _Optional[str] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., security_protocol: _Optional[int] = ...) -> None: ...
+
+class BrokerDescription(_message.Message):
+    __slots__ = ("broker_id", "rack", "fenced", "in_controlled_shutdown", "broker_epoch", "incarnation_id", "listeners", "last_heartbeat_age_ms")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    RACK_FIELD_NUMBER: _ClassVar[int]
+    FENCED_FIELD_NUMBER: _ClassVar[int]
+    IN_CONTROLLED_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_ID_FIELD_NUMBER: _ClassVar[int]
+    LISTENERS_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    rack: str
+    fenced: bool
+    in_controlled_shutdown: bool
+    broker_epoch: int
+    incarnation_id: str
+    listeners: _containers.RepeatedCompositeFieldContainer[Listener]
+    last_heartbeat_age_ms: int
+    def __init__(self, broker_id: _Optional[int] = ..., rack: _Optional[str] = ..., fenced: _Optional[bool] = ..., in_controlled_shutdown: _Optional[bool] = ..., broker_epoch: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[Listener, _Mapping]]] = ..., last_heartbeat_age_ms: _Optional[int] = ...) -> None: ...
+
+class DescribeClusterResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller", "cluster_id", "controller_id", "brokers")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKERS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller: ControllerHint
+    cluster_id: str
+    controller_id: int
+    brokers: _containers.RepeatedCompositeFieldContainer[BrokerDescription]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[BrokerDescription, _Mapping]]] = ...) -> None: ...
+
+class RegisterBrokerRequest(_message.Message):
+    __slots__ = ("broker_id", "incarnation_id", "rack", "listeners", "timeout_ms")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_ID_FIELD_NUMBER: _ClassVar[int]
+    RACK_FIELD_NUMBER: _ClassVar[int]
+    LISTENERS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    incarnation_id: str
+    rack: str
+    listeners: _containers.RepeatedCompositeFieldContainer[Listener]
+    timeout_ms: int
+    def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., rack: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[Listener, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class RegisterBrokerResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller", "broker_epoch")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller: ControllerHint
+    broker_epoch: int
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
+
+class BrokerHeartbeatRequest(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch", "current_metadata_offset", "want_fence", "want_shutdown", "timeout_ms")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    WANT_FENCE_FIELD_NUMBER: _ClassVar[int]
+    WANT_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int
+    want_fence: bool
+    want_shutdown: bool
+    timeout_ms: int
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., current_metadata_offset: _Optional[int] = ..., want_fence: _Optional[bool] = ..., want_shutdown: _Optional[bool] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class BrokerHeartbeatResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller", "is_caught_up", "is_fenced", "in_controlled_shutdown", "should_shut_down", "metadata_offset")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    IS_CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
+    IS_FENCED_FIELD_NUMBER: _ClassVar[int]
+    IN_CONTROLLED_SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    SHOULD_SHUT_DOWN_FIELD_NUMBER: _ClassVar[int]
+    METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller: ControllerHint
+    is_caught_up: bool
+    is_fenced: bool
+    in_controlled_shutdown: bool
+    should_shut_down: bool
+    metadata_offset: int
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., is_caught_up: _Optional[bool] = ..., is_fenced: _Optional[bool] = ..., in_controlled_shutdown: _Optional[bool] = ..., should_shut_down: _Optional[bool] = ..., metadata_offset: _Optional[int] = ...) -> None: ...

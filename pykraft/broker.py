@@ -1,0 +1,125 @@
+"""``pykraft broker``: a broker's control plane without the data plane — it registers with the controller,
+heartbeats, gets unfenced, and on SIGTERM goes through controlled shutdown. It stands in for a Kafka broker so
+placement, fencing and leadership can be exercised for real."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+import structlog
+
+from pykraft.client import AdminClient, AdminError
+from quorum.errors import Errors
+from quorum.log.message import Uuid
+
+log = structlog.get_logger("pykraft.broker")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--broker-id", type=int, required=True)
+    p.add_argument("--rack", help="broker.rack (default: none)")
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT]", help="controller nodes")
+    p.add_argument("--listener", default=None, metavar="HOST:PORT", help="advertised PLAINTEXT listener")
+    p.add_argument("--heartbeat-interval-ms", type=int, default=2000, help="broker.heartbeat.interval.ms")
+    p.add_argument("--data-dir-tag", help=argparse.SUPPRESS)  # lets `pykraft cluster down` recognise its processes
+
+
+class BrokerAgent:
+    def __init__(
+        self,
+        broker_id: int,
+        rack: str | None,
+        bootstrap: str,
+        listener: tuple[str, int],
+        heartbeat_interval_ms: int = 2000,
+    ) -> None:
+        self.broker_id = broker_id
+        self.rack = rack
+        self.listener = listener
+        self.interval = heartbeat_interval_ms / 1000
+        self.admin = AdminClient(bootstrap, request_timeout_ms=5000, default_api_timeout_ms=15_000)
+        self.incarnation = str(Uuid.random())
+        self.epoch = -1
+        self.metadata_offset = -1
+        self.fenced = True
+
+    async def register(self) -> None:
+        while True:
+            try:
+                self.epoch = await self.admin.register_broker(
+                    self.broker_id, self.incarnation, self.rack, [("PLAINTEXT", *self.listener)]
+                )
+                log.info("broker_registered", broker_id=self.broker_id, broker_epoch=self.epoch, rack=self.rack)
+                return
+            except AdminError as e:
+                log.warning("broker_registration_failed", broker_id=self.broker_id, error=str(e))
+                await asyncio.sleep(1)
+
+    async def heartbeat(self, want_shutdown: bool = False) -> bool:
+        """One heartbeat; True if the controller says to shut down."""
+        try:
+            r = await self.admin.heartbeat(
+                self.broker_id, self.epoch, self.metadata_offset, want_shutdown=want_shutdown
+            )
+        except AdminError as e:
+            if e.code in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
+                log.warning("broker_reregistering", broker_id=self.broker_id, reason=str(e))
+                await self.register()
+            else:
+                log.warning("broker_heartbeat_failed", broker_id=self.broker_id, error=str(e))
+            return False
+        self.metadata_offset = max(self.metadata_offset, r.metadata_offset)
+        if r.is_fenced != self.fenced:
+            self.fenced = r.is_fenced
+            log.info("broker_fencing_changed", broker_id=self.broker_id, fenced=r.is_fenced)
+        return r.should_shut_down
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self.register()
+        while not stop.is_set():
+            await self.heartbeat()
+            # While fenced, report progress quickly (a Kafka broker catching up does the same).
+            wait = 0.1 if self.fenced else self.interval
+            try:
+                await asyncio.wait_for(stop.wait(), wait)
+            except TimeoutError:
+                pass
+        log.info("broker_controlled_shutdown", broker_id=self.broker_id)
+        for _ in range(60):
+            if await self.heartbeat(want_shutdown=True):
+                break
+            await asyncio.sleep(0.5)
+        await self.admin.close()
+        log.info("broker_stopped", broker_id=self.broker_id)
+
+
+async def _main(args: argparse.Namespace) -> int:
+    structlog.contextvars.bind_contextvars(broker_id=args.broker_id)
+    host, port = "127.0.0.1", 9000 + args.broker_id
+    if args.listener:
+        h, _, p = args.listener.rpartition(":")
+        if not h or not p.isdigit():
+            print(f"pykraft broker: --listener {args.listener!r} is not HOST:PORT", file=sys.stderr)
+            return 2
+        host, port = h, int(p)
+    agent = BrokerAgent(args.broker_id, args.rack, args.bootstrap_server, (host, port), args.heartbeat_interval_ms)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await agent.run(stop)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.broker_id < 0:
+        print(f"pykraft broker: --broker-id {args.broker_id} must not be negative", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_main(args))
+    except ValueError as e:
+        print(f"pykraft broker: {e}", file=sys.stderr)
+        return 2

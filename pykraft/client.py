@@ -1,0 +1,340 @@
+"""The pykraft admin client, async (:class:`AdminClient`) and sync (:class:`SyncAdminClient`).
+
+Shaped like Kafka's admin clients::
+
+    async with AdminClient("127.0.0.1:9091,127.0.0.1:9092") as admin:
+        results = await admin.create_topics([NewTopic("orders", num_partitions=6, replication_factor=3)])
+        results["orders"].raise_for_error()
+
+It finds the active controller from a bootstrap list and follows NOT_CONTROLLER hints; it retries on
+NOT_CONTROLLER and on transport failures (UNAVAILABLE) with exponential backoff, within an overall deadline.
+Per-topic errors are results, not exceptions: a batch of topics can partly succeed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import grpc
+
+from pykraft.api import controller_pb2 as pb
+from pykraft.api import controller_pb2_grpc as pb_grpc
+from quorum.errors import Errors, KafkaError
+
+T = TypeVar("T")
+RETRIABLE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
+
+
+class AdminError(KafkaError):
+    """A request that failed as a whole (after retries), with Kafka's error code."""
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    replica_assignment: dict[int, list[int]] | None = None  # partition -> brokers; needs -1 count and factor
+    topic_configs: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CreateTopicResult:
+    name: str
+    error_code: int
+    error_message: str
+    topic_id: str = ""
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def error(self) -> str:
+        return Errors(self.error_code).name if self.error_code in Errors._value2member_map_ else str(self.error_code)
+
+    def raise_for_error(self) -> None:
+        if self.error_code:
+            raise AdminError(f"{self.name}: {self.error} ({self.error_message})", Errors(self.error_code))
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    partition: int
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int]
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    topic_id: str
+    error_code: int
+    error_message: str
+    partitions: list[PartitionInfo]
+    configs: dict[str, str]
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    broker_id: int
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool
+    broker_epoch: int
+    listeners: list[tuple[str, str, int]]
+    last_heartbeat_age_ms: int
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    cluster_id: str
+    controller_id: int
+    brokers: list[BrokerInfo]
+
+
+def _servers(bootstrap: str | list[str]) -> list[str]:
+    items = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
+    servers = [s.strip() for s in items if s.strip()]
+    if not servers:
+        raise ValueError("bootstrap_servers is empty")
+    for s in servers:
+        host, colon, port = s.rpartition(":")
+        if not colon or not host or not port.isdigit():
+            raise ValueError(f"bootstrap server {s!r} is not host:port")
+    return servers
+
+
+class AdminClient:
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str],
+        *,
+        request_timeout_ms: int = 30_000,
+        default_api_timeout_ms: int = 60_000,
+        retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1000,
+    ) -> None:
+        self.servers = _servers(bootstrap_servers)
+        self.request_timeout_ms = request_timeout_ms
+        self.default_api_timeout_ms = default_api_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = retry_backoff_max_ms
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._controller: str | None = None  # the last known active controller
+        self.attempts = 0
+
+    async def __aenter__(self) -> AdminClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        for ch in self._channels.values():
+            await ch.close()
+        self._channels.clear()
+
+    def _stub(self, target: str) -> pb_grpc.ControllerStub:
+        ch = self._channels.get(target)
+        if ch is None:
+            ch = self._channels[target] = grpc.aio.insecure_channel(target)
+        return pb_grpc.ControllerStub(ch)
+
+    async def _call(self, method: str, request: Any, timeout_ms: int | None = None) -> Any:
+        """Send to the controller, following NOT_CONTROLLER hints and retrying transport failures, until the
+        overall deadline. Returns the response (its own error_code may still be set: per-request errors)."""
+        deadline = time.monotonic() + (timeout_ms or self.default_api_timeout_ms) / 1000
+        backoff = self.retry_backoff_ms / 1000
+        candidates = list(self.servers)
+        last_error = "no attempt made"
+        tried = 0
+        while True:
+            target = self._controller or candidates[tried % len(candidates)]
+            tried += 1
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AdminError(
+                    f"{method} did not succeed before its deadline: {last_error}", Errors.REQUEST_TIMED_OUT
+                )
+            self.attempts += 1
+            try:
+                response = await getattr(self._stub(target), method)(
+                    request, timeout=min(remaining, self.request_timeout_ms / 1000)
+                )
+            except grpc.aio.AioRpcError as e:
+                if e.code() not in RETRIABLE_CODES:
+                    raise AdminError(f"{method} to {target}: {e.code().name} {e.details()}") from None
+                last_error = f"{target}: {e.code().name}"
+                self._controller = None
+            else:
+                if response.error_code != Errors.NOT_CONTROLLER:
+                    self._controller = target
+                    return response
+                last_error = f"{target}: NOT_CONTROLLER ({response.error_message})"
+                hint = response.controller.controller_endpoint
+                self._controller = hint if hint and hint != target else None
+                if self._controller is not None:
+                    continue  # go straight to the controller it named
+            await asyncio.sleep(min(backoff * (0.8 + 0.4 * random.random()), max(0.0, deadline - time.monotonic())))
+            backoff = min(backoff * 2, self.retry_backoff_max_ms / 1000)
+
+    @staticmethod
+    def _check(response: Any, method: str) -> None:
+        if response.error_code:
+            raise AdminError(f"{method}: {response.error_message}", Errors(response.error_code))
+
+    # -- topics ----------------------------------------------------------------------------------------------
+
+    async def create_topics(
+        self, new_topics: list[NewTopic], *, validate_only: bool = False, timeout_ms: int | None = None
+    ) -> dict[str, CreateTopicResult]:
+        request = pb.CreateTopicsRequest(validate_only=validate_only, timeout_ms=timeout_ms or self.request_timeout_ms)
+        for t in new_topics:
+            topic = request.topics.add(
+                name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor
+            )
+            for index, brokers in sorted((t.replica_assignment or {}).items()):
+                topic.assignments.add(partition_index=index, broker_ids=brokers)
+            for name, value in t.topic_configs.items():
+                config = topic.configs.add(name=name)
+                if value is not None:
+                    config.value = value
+        response = await self._call("CreateTopics", request, timeout_ms)
+        self._check(response, "CreateTopics")
+        return {
+            r.name: CreateTopicResult(
+                r.name,
+                r.error_code,
+                r.error_message,
+                r.topic_id,
+                r.num_partitions,
+                r.replication_factor,
+                {c.name: c.value for c in r.configs},
+            )
+            for r in response.topics
+        }
+
+    async def describe_topics(
+        self, names: list[str] | None = None, timeout_ms: int | None = None
+    ) -> list[TopicDescription]:
+        response = await self._call("DescribeTopics", pb.DescribeTopicsRequest(names=names or []), timeout_ms)
+        self._check(response, "DescribeTopics")
+        return [
+            TopicDescription(
+                t.name,
+                t.topic_id,
+                t.error_code,
+                t.error_message,
+                [
+                    PartitionInfo(
+                        p.partition_index,
+                        p.leader_id,
+                        p.leader_epoch,
+                        p.partition_epoch,
+                        list(p.replicas),
+                        list(p.isr),
+                        list(p.offline_replicas),
+                    )
+                    for p in t.partitions
+                ],
+                dict(t.configs),
+            )
+            for t in response.topics
+        ]
+
+    async def list_topics(self, timeout_ms: int | None = None) -> list[str]:
+        return [t.name for t in await self.describe_topics(None, timeout_ms)]
+
+    async def describe_cluster(self, timeout_ms: int | None = None) -> ClusterDescription:
+        response = await self._call("DescribeCluster", pb.DescribeClusterRequest(), timeout_ms)
+        self._check(response, "DescribeCluster")
+        return ClusterDescription(
+            response.cluster_id,
+            response.controller_id,
+            [
+                BrokerInfo(
+                    b.broker_id,
+                    b.rack or None,
+                    b.fenced,
+                    b.in_controlled_shutdown,
+                    b.broker_epoch,
+                    [(x.name, x.host, x.port) for x in b.listeners],
+                    b.last_heartbeat_age_ms,
+                )
+                for b in response.brokers
+            ],
+        )
+
+    # -- brokers (the broker agent's side) -------------------------------------------------------------------
+
+    async def register_broker(
+        self, broker_id: int, incarnation_id: str, rack: str | None, listeners: list[tuple[str, str, int]]
+    ) -> int:
+        request = pb.RegisterBrokerRequest(broker_id=broker_id, incarnation_id=incarnation_id, rack=rack or "")
+        for name, host, port in listeners:
+            request.listeners.add(name=name, host=host, port=port)
+        response = await self._call("RegisterBroker", request)
+        self._check(response, "RegisterBroker")
+        return response.broker_epoch
+
+    async def heartbeat(
+        self, broker_id: int, broker_epoch: int, metadata_offset: int, *, want_shutdown: bool = False
+    ) -> pb.BrokerHeartbeatResponse:
+        request = pb.BrokerHeartbeatRequest(
+            broker_id=broker_id,
+            broker_epoch=broker_epoch,
+            current_metadata_offset=metadata_offset,
+            want_shutdown=want_shutdown,
+        )
+        response = await self._call("BrokerHeartbeat", request, self.request_timeout_ms)
+        self._check(response, "BrokerHeartbeat")
+        return response
+
+
+class SyncAdminClient:
+    """The same client for code without an event loop: each call runs on a private loop in its own thread."""
+
+    def __init__(self, bootstrap_servers: str | list[str], **kwargs: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="pykraft-admin", daemon=True)
+        self._thread.start()
+        self._client = self._run(self._make(bootstrap_servers, kwargs))
+
+    @staticmethod
+    async def _make(bootstrap: str | list[str], kwargs: dict[str, Any]) -> AdminClient:
+        return AdminClient(bootstrap, **kwargs)
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._client, name)
+        if not asyncio.iscoroutinefunction(method):
+            return method
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            awaitable: Awaitable[Any] = method(*args, **kwargs)
+            return self._run(awaitable)  # type: ignore[arg-type]
+
+        return call
+
+    def close(self) -> None:
+        self._run(self._client.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> SyncAdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

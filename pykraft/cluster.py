@@ -1,0 +1,306 @@
+"""``pykraft cluster up | down | describe | bootstrap``: a local cluster on loopback.
+
+``up`` starts 3 controller nodes and 6 broker agents over 3 racks (by default) as background processes, data and
+logs under ``--data-dir`` (./data), waits until a controller leads and every broker is unfenced, and returns,
+printing the bootstrap servers. Ports 9091.. are used when free, otherwise free ones are chosen. ``cluster.json``
+in the data directory records what was started, so ``down`` stops exactly those processes (by PID, checked
+against their command line) — brokers first (controlled shutdown), then controllers (the leader resigns).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pykraft.client import AdminClient, AdminError
+from pykraft.testing import free_ports
+from quorum.log.message import Uuid
+from quorum.log.meta_properties import META_PROPERTIES, read_properties
+
+STATE_FILE = "cluster.json"
+STOPPED_FILE = "cluster.stopped.json"  # what `down` stopped: `up` restarts on its ports (the voter set names them)
+DEFAULT_PORTS = (9091, 9092, 9093)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="cluster_command", required=True, metavar="SUBCOMMAND")
+    up = sub.add_parser("up", help="start a local cluster in the background")
+    up.add_argument("--data-dir", default="./data")
+    up.add_argument("--controllers", type=int, default=3)
+    up.add_argument("--brokers", type=int, default=6)
+    up.add_argument("--racks", type=int, default=3)
+    up.add_argument("--timeout", type=float, default=60, help="seconds to wait for the cluster to be healthy")
+    down = sub.add_parser("down", help="stop the local cluster started in --data-dir")
+    down.add_argument("--data-dir", default="./data")
+    boot = sub.add_parser("bootstrap", help="print the bootstrap servers of the cluster in --data-dir")
+    boot.add_argument("--data-dir", default="./data")
+    desc = sub.add_parser("describe", help="brokers, racks, fencing and the controller")
+    desc.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="default: the cluster in --data-dir")
+    desc.add_argument("--data-dir", default="./data")
+    desc.add_argument("--output", choices=("text", "json"), default="text")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        # As a server binds (gRPC sets SO_REUSEADDR): connections in TIME_WAIT, left by a node that just stopped,
+        # do not make the port busy; a listener does.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _alive(pid: int, data_dir: Path) -> bool:
+    """Is ``pid`` still the pykraft process we started for ``data_dir``?"""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+    return "pykraft" in cmdline and str(data_dir) in cmdline
+
+
+def _state(data_dir: Path, name: str = STATE_FILE) -> dict | None:
+    path = data_dir / name
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _running(state: dict, data_dir: Path) -> list[int]:
+    return [p["pid"] for p in state["controllers"] + state["brokers"] if _alive(p["pid"], data_dir)]
+
+
+def _formatted_cluster_id(data_dir: Path) -> str | None:
+    """The cluster id a controller's data directory was formatted with, if one was."""
+    for meta in sorted(data_dir.glob(f"controller-*/{META_PROPERTIES}")):
+        cluster_id = read_properties(meta).get("cluster.id")
+        if cluster_id:
+            return cluster_id
+    return None
+
+
+def _spawn(args: list[str], log_path: Path) -> int:
+    with log_path.open("ab") as out:
+        proc = subprocess.Popen(
+            args,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    return proc.pid
+
+
+def up(args: argparse.Namespace) -> int:
+    data_dir = Path(args.data_dir).resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    state = _state(data_dir)
+    if state and _running(state, data_dir):
+        print(f"A cluster is already running from {data_dir}.")
+        print(f"Bootstrap servers: {state['bootstrap']}")
+        return 0
+    if args.controllers < 1 or args.brokers < 0 or args.racks < 1:
+        print("pykraft cluster up: --controllers and --racks must be at least 1", file=sys.stderr)
+        return 2
+    n = args.controllers
+    previous = state or _state(data_dir, STOPPED_FILE)
+    # The cluster id is chosen once and kept: the nodes' data is formatted for it, whatever ports they get later.
+    cluster_id = (previous or {}).get("cluster_id") or _formatted_cluster_id(data_dir) or str(Uuid.random())
+    if previous and len(previous["controllers"]) == n and all(_port_free(c["port"]) for c in previous["controllers"]):
+        ports = [c["port"] for c in previous["controllers"]]  # restart on the ports the data was made with
+    elif n <= len(DEFAULT_PORTS) and all(_port_free(p) for p in DEFAULT_PORTS[:n]):
+        ports = list(DEFAULT_PORTS[:n])
+    else:
+        ports = free_ports(n)
+    metrics = free_ports(n)
+    voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))
+    bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
+    py = [sys.executable, "-m", "pykraft"]
+    controllers = []
+    for i, (port, mport) in enumerate(zip(ports, metrics, strict=True)):
+        node_dir = data_dir / f"controller-{i + 1}"
+        args_ = [
+            *py,
+            "node",
+            "--node-id",
+            str(i + 1),
+            "--controller-quorum-voters",
+            voters,
+            "--data-dir",
+            str(node_dir),
+            "--cluster-id",
+            cluster_id,
+            "--metrics-port",
+            str(mport),
+            "--override",
+            f"default.replication.factor={min(3, max(args.brokers, 1))}",
+            "--override",
+            "num.partitions=3",
+        ]
+        pid = _spawn(args_, data_dir / f"controller-{i + 1}.log")
+        controllers.append({"id": i + 1, "port": port, "metrics_port": mport, "pid": pid, "data_dir": str(node_dir)})
+    brokers = []
+    broker_ports = free_ports(args.brokers) if args.brokers else []
+    for j in range(args.brokers):
+        broker_id = 101 + j
+        rack = f"rack-{j % args.racks + 1}"
+        args_ = [
+            *py,
+            "broker",
+            "--broker-id",
+            str(broker_id),
+            "--rack",
+            rack,
+            "--bootstrap-server",
+            bootstrap,
+            "--listener",
+            f"127.0.0.1:{broker_ports[j]}",
+            "--data-dir-tag",
+            str(data_dir),
+        ]
+        pid = _spawn(args_, data_dir / f"broker-{broker_id}.log")
+        brokers.append({"id": broker_id, "rack": rack, "pid": pid})
+    state = {
+        "cluster_id": cluster_id,
+        "bootstrap": bootstrap,
+        "voters": voters,
+        "controllers": controllers,
+        "brokers": brokers,
+        "started": time.time(),
+    }
+    (data_dir / STATE_FILE).write_text(json.dumps(state, indent=2))
+    try:
+        controller_id = asyncio.run(_wait_healthy(bootstrap, args.brokers, args.timeout))
+    except TimeoutError as e:
+        print(f"pykraft cluster up: {e}; logs are in {data_dir}", file=sys.stderr)
+        return 1
+    print(
+        f"Cluster is up: {n} controllers (active: node {controller_id}), {args.brokers} brokers over "
+        f"{min(args.racks, max(args.brokers, 1))} racks; data and logs in {data_dir}"
+    )
+    print(f"Bootstrap servers: {bootstrap}")
+    print("Metrics: " + ", ".join(f"http://127.0.0.1:{m}/metrics" for m in metrics))
+    print(
+        f"Try:  pykraft topics --bootstrap-server {bootstrap} --create --topic orders --partitions 6 "
+        "--replication-factor 3"
+    )
+    print(f"Stop: pykraft cluster down --data-dir {args.data_dir}")
+    return 0
+
+
+async def _wait_healthy(bootstrap: str, brokers: int, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    last = "no answer yet"
+    async with AdminClient(bootstrap, request_timeout_ms=2000, default_api_timeout_ms=3000) as admin:
+        while time.monotonic() < deadline:
+            try:
+                cluster = await admin.describe_cluster()
+                unfenced = sum(1 for b in cluster.brokers if not b.fenced)
+                if unfenced >= brokers:
+                    return cluster.controller_id
+                last = f"{unfenced} of {brokers} brokers unfenced"
+            except AdminError as e:
+                last = str(e)
+            await asyncio.sleep(0.2)
+    raise TimeoutError(f"the cluster was not healthy within {timeout:.0f} s ({last})")
+
+
+def down(args: argparse.Namespace) -> int:
+    data_dir = Path(args.data_dir).resolve()
+    state = _state(data_dir)
+    if state is None:
+        print(f"No cluster state in {data_dir} ({STATE_FILE} missing): nothing to stop.")
+        return 0
+    for group in ("brokers", "controllers"):  # brokers first: controlled shutdown needs a controller
+        pids = [p["pid"] for p in state[group] if _alive(p["pid"], data_dir)]
+        for pid in pids:
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while any(_alive(pid, data_dir) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid in pids:
+            if _alive(pid, data_dir):
+                os.kill(pid, signal.SIGKILL)
+    # Kept aside, not deleted: the data was made with these controller ports, `up` must reuse them.
+    (data_dir / STATE_FILE).replace(data_dir / STOPPED_FILE)
+    print(
+        f"Stopped the cluster in {data_dir} (data kept; `pykraft cluster up --data-dir {args.data_dir}` restarts it)."
+    )
+    return 0
+
+
+def bootstrap(args: argparse.Namespace) -> int:
+    state = _state(Path(args.data_dir).resolve())
+    if state is None:
+        print(f"pykraft cluster: no cluster in {args.data_dir}; run `pykraft cluster up` first", file=sys.stderr)
+        return 1
+    print(state["bootstrap"])
+    return 0
+
+
+def describe(args: argparse.Namespace) -> int:
+    servers = args.bootstrap_server
+    if not servers:
+        state = _state(Path(args.data_dir).resolve())
+        if state is None:
+            print(
+                "pykraft cluster describe: give --bootstrap-server, or --data-dir of a running cluster", file=sys.stderr
+            )
+            return 1
+        servers = state["bootstrap"]
+
+    async def fetch():  # type: ignore[no-untyped-def]
+        async with AdminClient(servers, default_api_timeout_ms=10_000) as admin:
+            return await admin.describe_cluster()
+
+    try:
+        cluster = asyncio.run(fetch())
+    except (AdminError, ValueError) as e:
+        print(f"pykraft cluster describe: {e}", file=sys.stderr)
+        return 1
+    if args.output == "json":
+        print(
+            json.dumps(
+                {
+                    "clusterId": cluster.cluster_id,
+                    "controllerId": cluster.controller_id,
+                    "brokers": [
+                        {
+                            "id": b.broker_id,
+                            "rack": b.rack,
+                            "fenced": b.fenced,
+                            "inControlledShutdown": b.in_controlled_shutdown,
+                            "epoch": b.broker_epoch,
+                            "listeners": [f"{n}://{h}:{p}" for n, h, p in b.listeners],
+                            "lastHeartbeatAgeMs": b.last_heartbeat_age_ms,
+                        }
+                        for b in cluster.brokers
+                    ],
+                }
+            )
+        )
+        return 0
+    print(f"ClusterId:    {cluster.cluster_id}")
+    print(f"ControllerId: {cluster.controller_id}")
+    print(f"{'BrokerId':<10}{'Rack':<10}{'State':<20}{'Epoch':>8}  Listener")
+    for b in cluster.brokers:
+        state_ = "controlled-shutdown" if b.in_controlled_shutdown else "fenced" if b.fenced else "unfenced"
+        listener = ",".join(f"{n}://{h}:{p}" for n, h, p in b.listeners)
+        print(f"{b.broker_id:<10}{b.rack or '-':<10}{state_:<20}{b.broker_epoch:>8}  {listener}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return {"up": up, "down": down, "bootstrap": bootstrap, "describe": describe}[args.cluster_command](args)

@@ -1,0 +1,120 @@
+"""Prometheus metrics of a node, read from its live state at scrape time (nothing on the hot path)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from controller.quorum_controller import QuorumController
+from quorum.raft.runtime import RaftNode
+
+ROLES = ("Unattached", "Voted", "Prospective", "Candidate", "Leader", "Follower", "Resigned")
+
+
+class RaftCollector(Collector):
+    def __init__(self, node: RaftNode) -> None:
+        self.node = node
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        core = self.node.core
+        if core is None:
+            return
+        labels = ["node_id"]
+        nid = [str(self.node.node_id)]
+
+        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+            g = GaugeMetricFamily(name, doc, labels=labels)
+            g.add_metric(nid, value)
+            return g
+
+        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+            c = CounterMetricFamily(name, doc, labels=labels)
+            c.add_metric(nid, value)
+            return c
+
+        yield gauge("kafka_raft_current_leader", "Id of the current leader, -1 if unknown", core.leader_id)
+        yield gauge("kafka_raft_current_epoch", "Current epoch", core.epoch)
+        yield gauge("kafka_raft_high_watermark", "High watermark (committed end offset)", core.high_watermark)
+        yield gauge("kafka_raft_log_end_offset", "Log end offset", self.node.log.end_offset)
+        state = GaugeMetricFamily("kafka_raft_current_state", "1 for the current role", labels=[*labels, "state"])
+        for role in ROLES:
+            state.add_metric([*nid, role], 1.0 if core.role.name == role else 0.0)
+        yield state
+        m = core.metrics
+        yield counter("kafka_raft_elections", "Elections this node started", m.elections)
+        yield counter("kafka_raft_leader_changes", "Leader or epoch changes seen", m.leader_changes)
+        yield counter("kafka_raft_appended_records", "Records appended as leader", m.appended_records)
+        yield counter("kafka_raft_appended_batches", "Batches written as leader", m.appended_batches)
+        yield counter("kafka_raft_commits", "High watermark advances", m.committed_offset_advances)
+        yield counter("kafka_raft_truncations", "Log truncations after divergence", m.truncations)
+        yield counter("kafka_raft_resignations", "Times this node resigned leadership", m.resignations)
+
+
+class ControllerCollector(Collector):
+    """Kafka-like controller metrics (kafka_controller_*)."""
+
+    def __init__(self, controller: QuorumController) -> None:
+        self.controller = controller
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        c = self.controller
+        yield GaugeMetricFamily(
+            "kafka_controller_active_controller_count", "1 on the active controller", value=1 if c.active else 0
+        )
+        brokers = list(c.cluster.brokers.committed().values())
+        yield GaugeMetricFamily(
+            "kafka_controller_fenced_broker_count", "Fenced brokers", value=sum(b.fenced for b in brokers)
+        )
+        yield GaugeMetricFamily(
+            "kafka_controller_active_broker_count", "Unfenced brokers", value=sum(not b.fenced for b in brokers)
+        )
+        yield GaugeMetricFamily(
+            "kafka_controller_global_topic_count", "Topics", value=len(c.replication.topics.committed())
+        )
+        yield GaugeMetricFamily(
+            "kafka_controller_global_partition_count", "Partitions", value=len(c.replication.partitions.committed())
+        )
+        yield GaugeMetricFamily("kafka_controller_event_queue_size", "Events waiting", value=c.queue.size)
+        q = c.queue.stats
+        yield CounterMetricFamily("kafka_controller_events_processed", "Events run", value=q.processed)
+        yield CounterMetricFamily("kafka_controller_events_timed_out", "Events expired in the queue", value=q.timed_out)
+        yield CounterMetricFamily(
+            "kafka_controller_event_queue_time_seconds", "Time events spent queued", value=q.queue_time_total_s
+        )
+        yield CounterMetricFamily(
+            "kafka_controller_event_queue_processing_time_seconds",
+            "Time spent running events",
+            value=q.process_time_total_s,
+        )
+        yield CounterMetricFamily(
+            "kafka_controller_records_appended", "Metadata records appended", value=c.metrics.records_appended
+        )
+        yield CounterMetricFamily("kafka_controller_commits", "Appended batches committed", value=c.metrics.commits)
+        yield CounterMetricFamily(
+            "kafka_controller_commit_latency_seconds",
+            "Append-to-commit time, summed",
+            value=c.metrics.commit_seconds_total,
+        )
+        yield GaugeMetricFamily(
+            "kafka_controller_last_committed_offset", "Last committed offset", value=c.committed_offset
+        )
+        count = CounterMetricFamily("kafka_controller_requests", "Requests by API", labels=["api"])
+        seconds = CounterMetricFamily(
+            "kafka_controller_request_seconds", "Request latency by API, summed", labels=["api"]
+        )
+        for api, n in sorted(c.metrics.requests.items()):
+            count.add_metric([api], n)
+            seconds.add_metric([api], c.metrics.request_seconds.get(api, 0.0))
+        yield count
+        yield seconds
+
+
+def serve_metrics(node: RaftNode, controller: QuorumController, host: str, port: int) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    registry.register(RaftCollector(node))
+    registry.register(ControllerCollector(controller))
+    start_http_server(port, addr=host, registry=registry)
+    return registry

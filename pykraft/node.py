@@ -1,0 +1,243 @@
+"""``pykraft node``: one controller process — data directory, metadata log, Raft over gRPC, admin API, metrics.
+
+Settings come from flags and/or a Kafka-style properties file (``node.id``, ``controller.quorum.voters``,
+``metadata.log.dir`` or ``log.dirs``, ``controller.quorum.*``, ``metadata.log.segment.bytes``); flags win.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import hashlib
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import structlog
+
+from controller.placement import PLACERS
+from controller.quorum_controller import ControllerSettings, QuorumController
+from controller.records import deserialize
+from pykraft.service import ControllerService
+from quorum.log.log import LogConfig, LogCorruptionError, MetadataLog
+from quorum.log.meta_properties import DirectoryLock, StorageIdentityError, ensure_meta_properties, read_properties
+from quorum.log.quorum_state import QuorumStateStore
+from quorum.raft.config import RaftConfig, VoterAddress, parse_voters
+from quorum.raft.runtime import RaftNode
+from quorum.transport.admin import QuorumAdminService
+from quorum.transport.peer import SERVER_OPTIONS
+
+log = structlog.get_logger("pykraft.node")
+
+
+class ConfigError(Exception):
+    pass
+
+
+@dataclass
+class NodeSettings:
+    node_id: int
+    voters: dict[int, VoterAddress]
+    data_dir: Path
+    cluster_id: str
+    raft: RaftConfig = field(default_factory=RaftConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    controller: ControllerSettings = field(default_factory=ControllerSettings)
+    listen_host: str | None = None
+    metrics_port: int | None = None
+
+    @property
+    def address(self) -> VoterAddress:
+        return self.voters[self.node_id]
+
+
+def default_cluster_id(voters: dict[int, VoterAddress]) -> str:
+    """Without --cluster-id, every node derives the same id from the voter set (22-char base64, like Kafka's)."""
+    spec = ",".join(str(voters[v]) for v in sorted(voters))
+    return base64.urlsafe_b64encode(hashlib.sha256(spec.encode()).digest()[:16]).rstrip(b"=").decode()
+
+
+CONTROLLER_CONFIGS = {  # Kafka config name -> (ControllerSettings field, type)
+    "num.partitions": ("num_partitions", int),
+    "default.replication.factor": ("default_replication_factor", int),
+    "broker.session.timeout.ms": ("session_timeout_ms", int),
+    "metadata.max.idle.interval.ms": ("max_idle_interval_ms", int),
+    "replica.placement.strategy": ("replica_placer", str),  # pykraft's: striped (Kafka's KRaft) | rack-unaware
+}
+
+
+def controller_settings(props: dict[str, str]) -> ControllerSettings:
+    kwargs: dict[str, object] = {}
+    for name, (attr, kind) in CONTROLLER_CONFIGS.items():
+        if name in props:
+            try:
+                kwargs[attr] = kind(props[name])
+            except ValueError:
+                raise ValueError(f"{name} must be an integer, got {props[name]!r}") from None
+    settings = ControllerSettings(**kwargs)  # type: ignore[arg-type]
+    if settings.replica_placer not in PLACERS:
+        raise ValueError(
+            f"replica.placement.strategy must be one of {sorted(PLACERS)}, got {settings.replica_placer!r}"
+        )
+    if settings.num_partitions < 1 or settings.default_replication_factor < 1:
+        raise ValueError("num.partitions and default.replication.factor must be at least 1")
+    return settings
+
+
+def add_node_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="Kafka-style properties file (node.id, controller.quorum.voters, ...)")
+    p.add_argument("--node-id", type=int, help="node.id")
+    p.add_argument("--controller-quorum-voters", help="controller.quorum.voters: 1@host:port,2@host:port,...")
+    p.add_argument("--data-dir", help="metadata.log.dir: holds meta.properties and __cluster_metadata-0/")
+    p.add_argument("--cluster-id", help="cluster id (default: derived from the voter set, the same on every node)")
+    p.add_argument("--listen-host", help="interface to bind (default: this node's host in the voter list)")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (default: off)")
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a Kafka config, e.g. controller.quorum.election.timeout.ms=500 (repeatable)",
+    )
+
+
+def settings_from_args(args: argparse.Namespace) -> NodeSettings:
+    props: dict[str, str] = {}
+    if args.config:
+        try:
+            props = read_properties(Path(args.config))
+        except OSError as e:
+            raise ConfigError(f"--config {args.config}: {e.strerror}") from None
+    for item in args.override:
+        name, eq, value = item.partition("=")
+        if not eq:
+            raise ConfigError(f"--override {item!r}: expected NAME=VALUE")
+        props[name.strip()] = value.strip()
+    if args.node_id is not None:
+        props["node.id"] = str(args.node_id)
+    if args.controller_quorum_voters:
+        props["controller.quorum.voters"] = args.controller_quorum_voters
+    if args.data_dir:
+        props["metadata.log.dir"] = args.data_dir
+    for required in ("node.id", "controller.quorum.voters"):
+        if required not in props:
+            raise ConfigError(f"{required} is required (flag --{required.replace('.', '-')} or the --config file)")
+    data_dir = props.get("metadata.log.dir") or props.get("log.dirs", "").split(",")[0]
+    if not data_dir:
+        raise ConfigError("a data directory is required (--data-dir, or metadata.log.dir / log.dirs)")
+    try:
+        node_id = int(props["node.id"])
+        voters = parse_voters(props["controller.quorum.voters"])
+        raft = RaftConfig.from_properties(props)
+        log_config = LogConfig(segment_bytes=int(props.get("metadata.log.segment.bytes", LogConfig.segment_bytes)))
+        controller = controller_settings(props)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if node_id not in voters:
+        raise ConfigError(f"node.id {node_id} is not in controller.quorum.voters ({', '.join(map(str, voters))})")
+    return NodeSettings(
+        node_id=node_id,
+        voters=voters,
+        data_dir=Path(data_dir),
+        raft=raft,
+        log=log_config,
+        controller=controller,
+        cluster_id=args.cluster_id or props.get("cluster.id") or default_cluster_id(voters),
+        listen_host=args.listen_host,
+        metrics_port=args.metrics_port,
+    )
+
+
+async def serve(settings: NodeSettings, *, companion: Callable[[RaftNode], Awaitable[object]] | None = None) -> int:
+    """Run the node until SIGTERM/SIGINT; a leader resigns first so a successor takes over at once.
+
+    ``companion`` runs beside the node in the same loop (benchmarks drive appends from inside the process, as
+    the controller will)."""
+    structlog.contextvars.bind_contextvars(node_id=settings.node_id)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    lock = DirectoryLock(settings.data_dir)
+    try:
+        ensure_meta_properties(settings.data_dir, settings.cluster_id, settings.node_id)
+        metadata_log = MetadataLog.open(settings.data_dir, settings.log)
+    except BaseException:
+        lock.release()
+        raise
+    node = RaftNode(
+        node_id=settings.node_id,
+        voters=settings.voters,
+        cluster_id=settings.cluster_id,
+        log=metadata_log,
+        store=QuorumStateStore(metadata_log.dir),
+        config=settings.raft,
+    )
+    controller = QuorumController(settings.node_id, node, settings.controller)
+    server = grpc.aio.server(options=SERVER_OPTIONS)
+    node.transport.add_to_server(server)
+    QuorumAdminService(node, check_record=deserialize).add_to_server(server)
+    ControllerService(controller, settings.cluster_id, settings.voters).add_to_server(server)
+    host = settings.listen_host or settings.address.host
+    bind = f"[{host}]:{settings.address.port}" if ":" in host else f"{host}:{settings.address.port}"
+    try:
+        port = server.add_insecure_port(bind)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        metadata_log.close()
+        lock.release()
+        raise ConfigError(f"cannot listen on {bind}: the address is in use or not local")
+    await server.start()
+    node.start()
+    controller.start()
+    if settings.metrics_port is not None:
+        from pykraft.metrics import serve_metrics
+
+        serve_metrics(node, controller, host, settings.metrics_port)
+    log.info(
+        "node_started",
+        listen=bind,
+        cluster_id=settings.cluster_id,
+        data_dir=str(settings.data_dir),
+        voters=",".join(map(str, settings.voters.values())),
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    task = asyncio.create_task(companion(node)) if companion is not None else None
+    await stop.wait()
+    if task is not None:
+        task.cancel()
+    log.info("node_stopping", role=node.core.role.name if node.core else "?")
+    await controller.close()
+    await node.shutdown(graceful=True)
+    await server.stop(grace=0.5)
+    lock.release()
+    log.info("node_stopped")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_from_args(args)
+    except ConfigError as e:
+        print(f"pykraft node: {e}", file=sys.stderr)
+        return 2
+    try:
+        return run_loop(serve(settings))
+    except (ConfigError, StorageIdentityError, LogCorruptionError) as e:
+        print(f"pykraft node: {e}", file=sys.stderr)
+        return 1
+
+
+def run_loop(main: Coroutine[object, object, int]) -> int:
+    """Run ``main`` on uvloop when installed (faster gRPC and socket I/O), else on asyncio's loop."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency, but stay runnable without it
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)

@@ -1,0 +1,243 @@
+"""The public gRPC Controller service: protobuf in, QuorumController calls, protobuf out.
+
+Request fields are checked here first (a message that names the field and value); Kafka's rules live in the
+controller. A node that is not the active controller answers NOT_CONTROLLER with the controller's id and endpoint.
+Every request is logged as one structured event: what was asked, the result codes, the latency.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+import structlog
+
+from controller.cluster_control import Endpoint, HeartbeatRequest, RegisterBrokerRequest
+from controller.quorum_controller import NotControllerError, QuorumController
+from controller.replication_control import NewTopic
+from pykraft.api import controller_pb2 as pb
+from pykraft.api import controller_pb2_grpc as pb_grpc
+from quorum.errors import Errors, KafkaError
+from quorum.log.message import Uuid
+from quorum.raft.config import VoterAddress
+
+log = structlog.get_logger("pykraft.service")
+R = TypeVar("R")
+DEFAULT_TIMEOUT_MS = 30_000
+
+
+class RequestError(KafkaError):
+    """A request-level problem found before the controller saw the request."""
+
+
+class ControllerService(pb_grpc.ControllerServicer):
+    def __init__(self, controller: QuorumController, cluster_id: str, voters: dict[int, VoterAddress]) -> None:
+        self.controller = controller
+        self.cluster_id = cluster_id
+        self.voters = voters
+
+    def add_to_server(self, server: grpc.aio.Server) -> None:
+        pb_grpc.add_ControllerServicer_to_server(self, server)
+
+    def _hint(self) -> pb.ControllerHint:
+        leader = self.controller.leader.leader_id
+        addr = self.voters.get(leader)
+        return pb.ControllerHint(controller_id=leader, controller_endpoint=f"{addr.host}:{addr.port}" if addr else "")
+
+    async def _serve(
+        self,
+        name: str,
+        response_type: type[R],
+        call: Callable[[], Awaitable[R]],
+        **fields: Any,
+    ) -> R:
+        """Run ``call``; turn request-level Kafka errors into the response's error fields, and log the request."""
+        started = time.monotonic()
+        error_code = Errors.NONE
+        try:
+            response = await call()
+        except NotControllerError as e:
+            error_code = e.code
+            response = response_type(error_code=int(e.code), error_message=str(e), controller=self._hint())
+        except KafkaError as e:
+            error_code = e.code
+            response = response_type(error_code=int(e.code), error_message=str(e), controller=self._hint())
+        latency_ms = (time.monotonic() - started) * 1000
+        log.info(
+            "request",
+            api=name,
+            error_code=int(error_code),
+            latency_ms=round(latency_ms, 2),
+            committed_offset=self.controller.committed_offset,
+            **fields,
+        )
+        return response
+
+    @staticmethod
+    def _timeout(timeout_ms: int) -> int:
+        if timeout_ms < 0:
+            raise RequestError(f"timeout_ms: {timeout_ms} is negative", Errors.INVALID_REQUEST)
+        return timeout_ms or DEFAULT_TIMEOUT_MS
+
+    # -- CreateTopics ----------------------------------------------------------------------------------------
+
+    async def CreateTopics(
+        self, request: pb.CreateTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateTopicsResponse:
+        async def call() -> pb.CreateTopicsResponse:
+            timeout = self._timeout(request.timeout_ms)
+            topics = [
+                NewTopic(
+                    name=t.name,
+                    num_partitions=t.num_partitions,
+                    replication_factor=t.replication_factor,
+                    assignments=tuple((a.partition_index, tuple(a.broker_ids)) for a in t.assignments),
+                    configs=tuple((c.name, c.value if c.HasField("value") else None) for c in t.configs),
+                )
+                for t in request.topics
+            ]
+            results = await self.controller.create_topics(
+                topics, validate_only=request.validate_only, timeout_ms=timeout
+            )
+            out = pb.CreateTopicsResponse()
+            for r in results:
+                item = out.topics.add(
+                    name=r.name,
+                    error_code=int(r.error.code),
+                    error_message=r.error.message or "",
+                    num_partitions=r.num_partitions,
+                    replication_factor=r.replication_factor,
+                )
+                if r.topic_id is not None:
+                    item.topic_id = str(r.topic_id)
+                for name, value, source in r.configs:
+                    item.configs.add(name=name, value=value, config_source=source)
+            return out
+
+        names = [t.name for t in request.topics]
+        response = await self._serve(
+            "CreateTopics",
+            pb.CreateTopicsResponse,
+            call,
+            topics=names[:20],
+            topic_count=len(names),
+            validate_only=request.validate_only,
+        )
+        if response.topics:
+            log.info(
+                "create_topics_result",
+                results={t.name: t.error_code for t in list(response.topics)[:20]},
+                failed=sum(1 for t in response.topics if t.error_code),
+            )
+        return response
+
+    # -- reads -----------------------------------------------------------------------------------------------
+
+    async def DescribeTopics(
+        self, request: pb.DescribeTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DescribeTopicsResponse:
+        async def call() -> pb.DescribeTopicsResponse:
+            timeout = self._timeout(request.timeout_ms)
+            described = await self.controller.describe_topics(list(request.names) or None, timeout)
+            fenced = {b.id for b in self.controller.cluster.brokers.committed().values() if b.fenced}
+            out = pb.DescribeTopicsResponse()
+            for d in described:
+                t = out.topics.add(name=d.name, error_code=int(d.error.code), error_message=d.error.message or "")
+                if d.topic_id is not None:
+                    t.topic_id = str(d.topic_id)
+                for index, p in d.partitions:
+                    t.partitions.add(
+                        partition_index=index,
+                        leader_id=p.leader,
+                        leader_epoch=p.leader_epoch,
+                        partition_epoch=p.partition_epoch,
+                        replicas=p.replicas,
+                        isr=p.isr,
+                        offline_replicas=[r for r in p.replicas if r in fenced],
+                    )
+                t.configs.update(dict(d.configs))
+            return out
+
+        return await self._serve("DescribeTopics", pb.DescribeTopicsResponse, call, names=list(request.names)[:20])
+
+    async def DescribeCluster(
+        self, request: pb.DescribeClusterRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DescribeClusterResponse:
+        async def call() -> pb.DescribeClusterResponse:
+            brokers = await self.controller.describe_cluster(self._timeout(request.timeout_ms))
+            now = int(time.monotonic() * 1000)
+            out = pb.DescribeClusterResponse(cluster_id=self.cluster_id, controller_id=self.controller.node_id)
+            for b in brokers:
+                last = self.controller.cluster.last_contact_ms(b.id)
+                out.brokers.add(
+                    broker_id=b.id,
+                    rack=b.rack or "",
+                    fenced=b.fenced,
+                    in_controlled_shutdown=b.in_controlled_shutdown,
+                    broker_epoch=b.epoch,
+                    incarnation_id=str(b.incarnation_id),
+                    listeners=[
+                        pb.Listener(name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol)
+                        for e in b.endpoints
+                    ],
+                    last_heartbeat_age_ms=-1 if last is None else now - last,
+                )
+            return out
+
+        return await self._serve("DescribeCluster", pb.DescribeClusterResponse, call)
+
+    # -- brokers ---------------------------------------------------------------------------------------------
+
+    async def RegisterBroker(
+        self, request: pb.RegisterBrokerRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RegisterBrokerResponse:
+        async def call() -> pb.RegisterBrokerResponse:
+            timeout = self._timeout(request.timeout_ms)
+            try:
+                incarnation = Uuid(request.incarnation_id)
+            except (ValueError, TypeError):
+                raise RequestError(
+                    f"incarnation_id: {request.incarnation_id!r} is not a base64url UUID", Errors.INVALID_REQUEST
+                ) from None
+            for listener in request.listeners:
+                if not 0 < listener.port < 65536:
+                    raise RequestError(f"listeners: port {listener.port} is out of range", Errors.INVALID_REQUEST)
+            registration = RegisterBrokerRequest(
+                broker_id=request.broker_id,
+                incarnation_id=incarnation,
+                rack=request.rack or None,
+                endpoints=tuple(Endpoint(x.name, x.host, x.port, x.security_protocol) for x in request.listeners),
+            )
+            epoch = await self.controller.register_broker(registration, timeout)
+            return pb.RegisterBrokerResponse(broker_epoch=epoch)
+
+        return await self._serve(
+            "RegisterBroker", pb.RegisterBrokerResponse, call, broker_id=request.broker_id, rack=request.rack
+        )
+
+    async def BrokerHeartbeat(
+        self, request: pb.BrokerHeartbeatRequest, context: grpc.aio.ServicerContext
+    ) -> pb.BrokerHeartbeatResponse:
+        async def call() -> pb.BrokerHeartbeatResponse:
+            timeout = self._timeout(request.timeout_ms)
+            reply = await self.controller.broker_heartbeat(
+                HeartbeatRequest(
+                    request.broker_id,
+                    request.broker_epoch,
+                    request.current_metadata_offset,
+                    request.want_fence,
+                    request.want_shutdown,
+                ),
+                timeout,
+            )
+            return pb.BrokerHeartbeatResponse(
+                is_caught_up=reply.is_caught_up,
+                is_fenced=reply.is_fenced,
+                in_controlled_shutdown=reply.in_controlled_shutdown,
+                should_shut_down=reply.should_shut_down,
+                metadata_offset=self.controller.committed_offset,
+            )
+
+        return await self._serve("BrokerHeartbeat", pb.BrokerHeartbeatResponse, call, broker_id=request.broker_id)
