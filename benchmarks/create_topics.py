@@ -1,0 +1,338 @@
+"""CreateTopics benchmark: a 3-node controller cluster (processes) with 6 broker agents, fsync on.
+
+    python benchmarks/create_topics.py [--duration 5] [--quick] [--json] [--dir DIR]
+
+Prints, measured in one run:
+- topics/s and p50/p99 latency with 1, 16 and 128 concurrent clients, one topic (3 partitions x RF 3) per
+  CreateTopics request, each client waiting for its answer before sending the next (closed loop);
+- topics/s with 100 topics per request;
+- p50/p99 at a fixed offered load of 500 topics/s (open loop; latency from the scheduled time);
+- the time to create one topic of 1,000 partitions (p50, p99 of N trials);
+- beside them, measured in the same run: a raw grpc.aio echo server's rate at the same concurrency (same
+  request shape, in its own process) and the raw Raft append rate (AppendRecords of the same 4 records a topic
+  costs, through the same leader), with the ratios.
+
+Clients run in their own process (the benchmark's), as a user's would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import grpc  # noqa: E402
+
+from controller.records import PartitionRecord, TopicRecord, Uuid, serialize  # noqa: E402
+from pykraft.api import controller_pb2 as pb  # noqa: E402
+from pykraft.api import controller_pb2_grpc as pb_grpc  # noqa: E402
+from pykraft.testing import Cluster, free_ports  # noqa: E402
+from quorum.transport.pb import quorum_pb2 as qpb  # noqa: E402
+from quorum.transport.pb import quorum_pb2_grpc as qpb_grpc  # noqa: E402
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(p / 100 * len(s)))]
+
+
+def topic_request(names: list[str], partitions: int = 3, rf: int = 3) -> pb.CreateTopicsRequest:
+    req = pb.CreateTopicsRequest(timeout_ms=30_000)
+    for name in names:
+        req.topics.add(name=name, num_partitions=partitions, replication_factor=rf)
+    return req
+
+
+# -- the raw gRPC baseline: an echo server answering CreateTopics with a canned response ------------------------
+
+
+def echo_main(port: int) -> int:
+    from pykraft.node import run_loop
+
+    class Echo(pb_grpc.ControllerServicer):
+        async def CreateTopics(self, request, context):
+            out = pb.CreateTopicsResponse()
+            for t in request.topics:
+                out.topics.add(name=t.name, topic_id="AAAAAAAAAAAAAAAAAAAAqw", num_partitions=3, replication_factor=3)
+            return out
+
+    async def main() -> int:
+        server = grpc.aio.server()
+        pb_grpc.add_ControllerServicer_to_server(Echo(), server)
+        server.add_insecure_port(f"127.0.0.1:{port}")
+        await server.start()
+        print("ready", flush=True)
+        await server.wait_for_termination()
+        return 0
+
+    return run_loop(main())
+
+
+async def closed_loop(target: str, clients: int, duration: float, per_request: int, prefix: str) -> dict:
+    """Each client sends CreateTopics for ``per_request`` new topics, waits, repeats, until ``duration``."""
+    latencies: list[float] = []
+    errors: dict[int, int] = {}
+    created = 0
+    stop = time.perf_counter() + duration
+    channels = [grpc.aio.insecure_channel(target) for _ in range(min(clients, 8))]
+    stubs = [pb_grpc.ControllerStub(ch) for ch in channels]
+
+    async def client(i: int) -> None:
+        nonlocal created
+        n = 0
+        stub = stubs[i % len(stubs)]
+        while time.perf_counter() < stop:
+            names = [f"{prefix}-{i}-{n}-{k}" for k in range(per_request)]
+            n += 1
+            t = time.perf_counter()
+            resp = await stub.CreateTopics(topic_request(names))
+            latencies.append((time.perf_counter() - t) * 1000)
+            if resp.error_code:
+                errors[resp.error_code] = errors.get(resp.error_code, 0) + 1
+                continue
+            for r in resp.topics:
+                if r.error_code:
+                    errors[r.error_code] = errors.get(r.error_code, 0) + 1
+                else:
+                    created += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(client(i) for i in range(clients)))
+    elapsed = time.perf_counter() - start
+    for ch in channels:
+        await ch.close()
+    return {
+        "clients": clients,
+        "topics_per_request": per_request,
+        "topics_per_s": created / elapsed,
+        "requests_per_s": len(latencies) / elapsed,
+        "p50_ms": pct(latencies, 50),
+        "p99_ms": pct(latencies, 99),
+        "errors": errors,
+    }
+
+
+async def open_loop(target: str, rate: int, duration: float, prefix: str) -> dict:
+    latencies: list[float] = []
+    errors = 0
+    async with grpc.aio.insecure_channel(target) as ch:
+        stub = pb_grpc.ControllerStub(ch)
+        tasks = []
+        start = time.perf_counter()
+
+        async def one(i: int, scheduled: float) -> None:
+            nonlocal errors
+            resp = await stub.CreateTopics(topic_request([f"{prefix}-{i}"]))
+            if resp.error_code or resp.topics[0].error_code:
+                errors += 1
+            latencies.append((time.perf_counter() - scheduled) * 1000)
+
+        for i in range(int(rate * duration)):
+            scheduled = start + i / rate
+            delay = scheduled - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i, scheduled)))
+        await asyncio.gather(*tasks)
+        elapsed = time.perf_counter() - start
+    return {
+        "offered_per_s": rate,
+        "achieved_per_s": len(latencies) / elapsed,
+        "p50_ms": pct(latencies, 50),
+        "p99_ms": pct(latencies, 99),
+        "errors": errors,
+    }
+
+
+async def big_topic(target: str, trials: int) -> dict:
+    times = []
+    async with grpc.aio.insecure_channel(target) as ch:
+        stub = pb_grpc.ControllerStub(ch)
+        for i in range(trials):
+            t = time.perf_counter()
+            resp = await stub.CreateTopics(topic_request([f"big-{i}"], partitions=1000))
+            times.append((time.perf_counter() - t) * 1000)
+            assert resp.topics[0].error_code == 0, resp
+    return {"partitions": 1000, "trials": trials, "p50_ms": pct(times, 50), "p99_ms": pct(times, 99)}
+
+
+async def raw_raft(target: str, clients: int, duration: float) -> dict:
+    """AppendRecords of the 4 records one topic costs, through the same leader: Raft without the controller."""
+    tid = Uuid.random()
+    records = [serialize(TopicRecord(name="raw", topic_id=tid))] + [
+        serialize(
+            PartitionRecord(
+                partition_id=p,
+                topic_id=tid,
+                replicas=[1, 2, 3],
+                isr=[1, 2, 3],
+                leader=1,
+                leader_epoch=0,
+                partition_epoch=0,
+            )
+        )
+        for p in range(3)
+    ]
+    done = 0
+    stop = time.perf_counter() + duration
+    async with grpc.aio.insecure_channel(target) as ch:
+        stub = qpb_grpc.QuorumAdminStub(ch)
+
+        async def client() -> None:
+            nonlocal done
+            while time.perf_counter() < stop:
+                r = await stub.AppendRecords(qpb.AppendRecordsRequest(records=records, atomic=True))
+                if r.error_code == 0:
+                    done += 1
+
+        start = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(clients)))
+        return {"clients": clients, "appends_per_s": done / (time.perf_counter() - start)}
+
+
+async def echo_rate(port: int, clients: int, duration: float, per_request: int) -> dict:
+    return await closed_loop(f"127.0.0.1:{port}", clients, duration, per_request, "echo")
+
+
+async def wait_brokers(target: str, n: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    async with grpc.aio.insecure_channel(target) as ch:
+        stub = pb_grpc.ControllerStub(ch)
+        while time.monotonic() < deadline:
+            try:
+                r = await stub.DescribeCluster(pb.DescribeClusterRequest(), timeout=2)
+                if r.error_code == 0 and sum(1 for b in r.brokers if not b.fenced) >= n:
+                    return
+            except grpc.aio.AioRpcError:
+                pass
+            await asyncio.sleep(0.2)
+    raise TimeoutError("brokers did not all register and unfence")
+
+
+async def leader_target(cluster: Cluster) -> str:
+    leader, _ = await cluster.wait_for_leader(timeout=60)
+    return cluster.nodes[leader].address
+
+
+def run(args: argparse.Namespace) -> int:
+    duration = 1.5 if args.quick else args.duration
+    trials = 5 if args.quick else 20
+    base = Path(args.dir) if args.dir else ROOT
+    root = Path(tempfile.mkdtemp(prefix="topics-bench-", dir=base))
+    report: dict = {"closed_loop": [], "echo": [], "raw_raft": []}
+    echo_port = free_ports(1)[0]
+    echo = subprocess.Popen([sys.executable, __file__, "--echo-server", str(echo_port)], stdout=subprocess.PIPE)
+    cluster = Cluster(root, 3, extra_args=["--override", "metadata.max.idle.interval.ms=0"])
+    brokers: list[subprocess.Popen] = []
+    try:
+        assert echo.stdout is not None and echo.stdout.readline().strip() == b"ready"
+        cluster.start()
+        target = asyncio.run(leader_target(cluster))
+        bootstrap = ",".join(n.address for n in cluster.nodes.values())
+        for j in range(6):
+            log = (root / f"broker-{101 + j}.log").open("ab")
+            brokers.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "pykraft",
+                        "broker",
+                        "--broker-id",
+                        str(101 + j),
+                        "--rack",
+                        f"rack-{j % 3 + 1}",
+                        "--bootstrap-server",
+                        bootstrap,
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+        asyncio.run(wait_brokers(target, 6))
+        target = asyncio.run(leader_target(cluster))
+        print(f"pykraft create_topics benchmark: 3 controllers, 6 brokers, leader at {target}; data in {root}")
+        asyncio.run(closed_loop(target, 16, min(duration, 1.0), 1, "warmup"))
+        for clients in (1, 16, 128):
+            e = asyncio.run(echo_rate(echo_port, clients, duration, 1))
+            r = asyncio.run(closed_loop(target, clients, duration, 1, f"c{clients}"))
+            raw = asyncio.run(raw_raft(target, clients, duration))
+            report["echo"].append(e)
+            report["closed_loop"].append(r)
+            report["raw_raft"].append(raw)
+            print(
+                f"{clients:>4} clients, 1 topic/request: {r['topics_per_s']:>7,.0f} topics/s, "
+                f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms | "
+                f"raw grpc.aio echo {e['requests_per_s']:>7,.0f}/s "
+                f"(ratio {r['topics_per_s'] / e['requests_per_s']:.2f}) | raw Raft append "
+                f"{raw['appends_per_s']:>7,.0f}/s (ratio {r['topics_per_s'] / raw['appends_per_s']:.2f})"
+                + (f" errors {r['errors']}" if r["errors"] else "")
+            )
+        r = asyncio.run(closed_loop(target, 16, duration, 100, "batch"))
+        report["batch_100"] = r
+        print(
+            f"  16 clients, 100 topics/request: {r['topics_per_s']:>7,.0f} topics/s, p50 {r['p50_ms']:.1f} ms, "
+            f"p99 {r['p99_ms']:.1f} ms" + (f" errors {r['errors']}" if r["errors"] else "")
+        )
+        r = asyncio.run(open_loop(target, 500, duration, "open"))
+        report["open_500"] = r
+        print(
+            f"offered 500 topics/s: achieved {r['achieved_per_s']:,.0f}/s, p50 {r['p50_ms']:.1f} ms, "
+            f"p99 {r['p99_ms']:.1f} ms"
+        )
+        r = asyncio.run(big_topic(target, trials))
+        report["big_topic"] = r
+        print(f"one topic of 1,000 partitions: p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms ({trials} trials)")
+        top = report["closed_loop"][-1]
+        echo128 = report["echo"][-1]
+        print("\nacceptance (issue targets):")
+        checks = [
+            ("128 clients, 1 topic/request >= 1,500 topics/s", top["topics_per_s"] >= 1500),
+            ("... and >= 0.5x the raw grpc.aio echo rate", top["topics_per_s"] >= 0.5 * echo128["requests_per_s"]),
+            ("100 topics/request >= 20,000 topics/s", report["batch_100"]["topics_per_s"] >= 20_000),
+            ("p99 <= 30 ms at 500 topics/s offered", report["open_500"]["p99_ms"] <= 30),
+            ("1,000-partition topic p50 <= 100 ms", report["big_topic"]["p50_ms"] <= 100),
+        ]
+        for text, ok in checks:
+            print(f"  {'PASS' if ok else 'FAIL'}  {text}")
+        if args.json:
+            print(json.dumps(report))
+    finally:
+        for b in brokers:
+            b.kill()
+            b.wait()
+        cluster.stop()
+        for n in cluster.nodes.values():
+            n.kill()
+        echo.kill()
+        echo.wait()
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--duration", type=float, default=5.0)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--dir", help="where the data directories go (default: the repository's disk)")
+    p.add_argument("--echo-server", type=int, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.echo_server:
+        return echo_main(args.echo_server)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
