@@ -1,0 +1,182 @@
+"""``pykraft audit``: read an exported ``__cluster_metadata`` directory with Spark, rebuild the state, check the
+invariants, compute analytics, and write Parquet tables, ``report.html`` and a short summary.
+
+Decoding happens once: the rows are cached (memory, spilling to disk) and every later step reads the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from audit.invariants import check_all
+from audit.replay import State, replay
+from audit.source import select_files
+
+
+@dataclass
+class AuditResult:
+    out: Path
+    records: int
+    batches_with_errors: int
+    tables: dict[str, int] = field(default_factory=dict)
+    violations: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        s = self.summary
+        lines = [
+            f"audited {self.records:,} records from {s['files']} file(s); last offset {s['last_offset']}",
+            f"topics {self.tables['topics']:,}, partitions {self.tables['partitions']:,}, brokers "
+            f"{self.tables['brokers']:,} ({s['fenced_brokers']} fenced), configs {self.tables['configs']:,}",
+        ]
+        if self.violations:
+            lines.append("violations: " + ", ".join(f"{k} {v}" for k, v in sorted(self.violations.items())))
+        else:
+            lines.append("violations: none")
+        lines.append(f"tables and report.html in {self.out} ({self.seconds['total']:.1f} s)")
+        return "\n".join(lines)
+
+
+def read_rows(
+    spark: SparkSession, log_dir: str | Path, *, from_start: bool = False, json_column: bool = False
+) -> DataFrame:
+    reader = spark.read.format("cluster_metadata").option("fromStart", str(from_start).lower())
+    return reader.option("json", str(json_column).lower()).load(str(log_dir))
+
+
+def analytics(rows: DataFrame, state: State) -> dict[str, DataFrame]:
+    per_minute = (
+        rows.where("record_type = 'TopicRecord' AND error IS NULL")
+        .groupBy(F.date_trunc("minute", "append_time").alias("minute"))
+        .agg(F.count("*").alias("topics_created"))
+        .orderBy("minute")
+    )
+    replicas = state.partitions.select("topic_name", "partition_id", "leader", F.explode("replicas").alias("broker_id"))
+    per_broker = (
+        replicas.groupBy("broker_id")
+        .agg(
+            F.count("*").alias("replicas"),
+            F.sum(F.when(F.col("leader") == F.col("broker_id"), 1).otherwise(0)).alias("leaders"),
+        )
+        .join(state.brokers.select("broker_id", "rack", "fenced"), "broker_id", "full")
+        .fillna({"replicas": 0, "leaders": 0})
+        .orderBy("broker_id")
+    )
+    per_rack = (
+        per_broker.groupBy(F.coalesce("rack", F.lit("(none)")).alias("rack"))
+        .agg(F.sum("replicas").alias("replicas"), F.sum("leaders").alias("leaders"), F.count("*").alias("brokers"))
+        .orderBy("rack")
+    )
+    factors = (
+        state.partitions.groupBy("topic_id", "topic_name")
+        .agg(F.max(F.size("replicas")).alias("replication_factor"), F.count("*").alias("partitions"))
+        .groupBy("replication_factor")
+        .agg(F.count("*").alias("topics"), F.sum("partitions").alias("partitions"))
+        .orderBy("replication_factor")
+    )
+    configs_in_use = (
+        state.configs.groupBy("resource_type", "config_name", "config_value")
+        .agg(F.count("*").alias("resources"))
+        .orderBy(F.col("resources").desc(), "config_name")
+    )
+    return {
+        "topics_per_minute": per_minute,
+        "brokers_load": per_broker,
+        "racks_load": per_rack,
+        "replication_factors": factors,
+        "configs_in_use": configs_in_use,
+    }
+
+
+def run_audit(
+    spark: SparkSession,
+    log_dir: str | Path,
+    out: str | Path,
+    *,
+    as_of_offset: int | None = None,
+    from_start: bool = False,
+    report: bool = True,
+) -> AuditResult:
+    started = time.perf_counter()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = select_files(log_dir, from_start)
+    rows = read_rows(spark, log_dir, from_start=from_start).persist(StorageLevel.MEMORY_AND_DISK)
+    stats = rows.agg(
+        F.count("*").alias("records"),
+        F.sum(F.when(F.col("error").isNotNull(), 1).otherwise(0)).alias("errors"),
+        F.max("offset").alias("last_offset"),
+    ).first()
+    t_decode = time.perf_counter()
+    state = replay(rows, as_of_offset)
+    violations = check_all(rows, state, as_of_offset)
+    tables: dict[str, DataFrame] = {
+        "topics": state.topics,
+        "partitions": state.partitions,
+        "brokers": state.brokers,
+        "configs": state.configs,
+        "violations": violations,
+        **analytics(rows, state),
+    }
+    counts: dict[str, int] = {}
+    collected: dict[str, list[dict[str, Any]]] = {}
+    for name, df in tables.items():
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        df.write.mode("overwrite").parquet(str(out / name))
+        counts[name] = df.count()
+        if name not in ("partitions", "topics", "configs") or counts[name] <= 2000:
+            collected[name] = [r.asDict() for r in df.limit(2000).collect()]
+    violation_counts = {
+        r["check"]: r["n"] for r in tables["violations"].groupBy("check").agg(F.count("*").alias("n")).collect()
+    }
+    fenced = tables["brokers"].where("fenced").count()
+    t_tables = time.perf_counter()
+    result = AuditResult(
+        out=out,
+        records=int(stats["records"] or 0),
+        batches_with_errors=int(stats["errors"] or 0),
+        tables=counts,
+        violations=violation_counts,
+        summary={
+            "files": len(files),
+            "last_offset": stats["last_offset"],
+            "fenced_brokers": fenced,
+            "as_of_offset": as_of_offset,
+            "log_dir": str(log_dir),
+        },
+    )
+    if report:
+        from audit.report import write_report
+
+        write_report(out, result, collected)
+    rows.unpersist()
+    done = time.perf_counter()
+    result.seconds = {
+        "decode": t_decode - started,
+        "tables": t_tables - t_decode,
+        "report": done - t_tables,
+        "total": done - started,
+    }
+    (out / "summary.json").write_text(
+        json.dumps(
+            {
+                **result.summary,
+                "records": result.records,
+                "tables": counts,
+                "violations": violation_counts,
+                "seconds": result.seconds,
+            },
+            default=str,
+            indent=2,
+        )
+    )
+    return result

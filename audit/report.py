@@ -1,0 +1,127 @@
+"""``report.html``: the audit's summary, charts (matplotlib PNGs beside it) and tables."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display here or on a Spark driver
+import matplotlib.pyplot as plt
+
+
+def _bar(path: Path, labels: list[str], series: dict[str, list[float]], title: str, ylabel: str) -> str:
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    width = 0.8 / max(len(series), 1)
+    for i, (name, values) in enumerate(series.items()):
+        ax.bar([x + i * width for x in range(len(labels))], values, width=width, label=name)
+    ax.set_xticks([x + width * (len(series) - 1) / 2 for x in range(len(labels))], labels, rotation=45, ha="right")
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    if len(series) > 1:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path.name
+
+
+def _line(path: Path, xs: list[Any], ys: list[float], title: str, ylabel: str) -> str:
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    ax.plot(xs, ys, marker="." if len(xs) < 200 else None)
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path.name
+
+
+def _table(rows: list[dict[str, Any]], limit: int = 200) -> str:
+    if not rows:
+        return "<p><em>none</em></p>"
+    cols = list(rows[0])
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in cols) + "</tr>" for r in rows[:limit])
+    more = f"<p>({len(rows) - limit} more rows in the Parquet table)</p>" if len(rows) > limit else ""
+    return f"<table><tr>{head}</tr>{body}</table>{more}"
+
+
+def write_report(out: Path, result: Any, tables: dict[str, list[dict[str, Any]]]) -> Path:
+    charts = []
+    per_minute = tables.get("topics_per_minute", [])
+    if per_minute:
+        charts.append(
+            _line(
+                out / "topics_per_minute.png",
+                [r["minute"] for r in per_minute],
+                [r["topics_created"] for r in per_minute],
+                "Topics created per minute",
+                "topics",
+            )
+        )
+    brokers = tables.get("brokers_load", [])
+    if brokers:
+        labels = [f"{r['broker_id']} ({r['rack'] or '-'})" for r in brokers]
+        charts.append(
+            _bar(
+                out / "brokers_load.png",
+                labels,
+                {"replicas": [r["replicas"] for r in brokers], "leaders": [r["leaders"] for r in brokers]},
+                "Replicas and leaders per broker",
+                "partitions",
+            )
+        )
+    racks = tables.get("racks_load", [])
+    if racks:
+        charts.append(
+            _bar(
+                out / "racks_load.png",
+                [r["rack"] for r in racks],
+                {"replicas": [r["replicas"] for r in racks], "leaders": [r["leaders"] for r in racks]},
+                "Replicas and leaders per rack",
+                "partitions",
+            )
+        )
+    factors = tables.get("replication_factors", [])
+    if factors:
+        charts.append(
+            _bar(
+                out / "replication_factors.png",
+                [str(r["replication_factor"]) for r in factors],
+                {"topics": [r["topics"] for r in factors]},
+                "Topics by replication factor",
+                "topics",
+            )
+        )
+    s = result.summary
+    violations = result.violations
+    verdict = (
+        "<p class=ok>No invariant was violated.</p>"
+        if not violations
+        else "<p class=bad>" + ", ".join(f"{html.escape(k)}: {v}" for k, v in sorted(violations.items())) + "</p>"
+    )
+    sections = [
+        f"<h1>Metadata log audit</h1><p>{html.escape(s['log_dir'])} — {result.records:,} records in {s['files']} "
+        f"file(s), last offset {s['last_offset']}"
+        + (f", state as of offset {s['as_of_offset']}" if s.get("as_of_offset") is not None else "")
+        + "</p>",
+        "<h2>State</h2>" + _table([{"table": k, "rows": v} for k, v in result.tables.items()]),
+        "<h2>Invariants</h2>" + verdict + _table(tables.get("violations", []), 100),
+        "<h2>Charts</h2>" + "".join(f'<img src="{c}" alt="{c}">' for c in charts),
+        "<h2>Brokers</h2>" + _table(brokers),
+        "<h2>Racks</h2>" + _table(racks),
+        "<h2>Replication factors</h2>" + _table(factors),
+        "<h2>Configs in use</h2>" + _table(tables.get("configs_in_use", []), 100),
+    ]
+    page = (
+        "<!doctype html><meta charset=utf-8><title>pykraft audit</title><style>body{font-family:sans-serif;"
+        "margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;font-size:90%}"
+        ".ok{color:#060}.bad{color:#a00}img{display:block;margin:1em 0}</style>" + "".join(sections)
+    )
+    path = out / "report.html"
+    path.write_text(page)
+    return path

@@ -1,0 +1,244 @@
+"""Audit benchmark: generate a realistic metadata log of N records (default 5 million) with our writer, then audit it.
+
+    python benchmarks/audit_replay.py [--records 5000000] [--quick] [--json] [--dir DIR] [--keep]
+
+Prints, measured in one run on the same log:
+- decode only (the data source: every record decoded into rows, nothing else): records/s with local[1], local[2];
+- the whole audit (decode, replay, invariants, analytics, Parquet tables, report.html): records/s with local[1]
+  and local[2], and the local[2] / local[1] scaling ratio;
+- beside them, a single-process pure-Python replay of the same log (decode every record and replay it through the
+  controller's own replay code), records/s, and the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from controller.records import (  # noqa: E402
+    BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    FeatureLevelRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+    Uuid,
+    serialize,
+)
+from quorum.log.batch import build_batch  # noqa: E402
+from quorum.log.log import LogConfig, MetadataLog  # noqa: E402
+
+BROKERS = 12
+RACKS = 3
+
+
+def generate(data_dir: Path, records: int, seed: int = 1) -> int:
+    """A log like a busy cluster's: registrations, fencing, topic creations (topic + configs + 3-12 partitions,
+    one batch each), ISR/leader changes, NoOps; ~100 records per batch otherwise."""
+    rng = random.Random(seed)
+    log = MetadataLog.open(data_dir, LogConfig(segment_bytes=128 * 1024 * 1024))
+    now = 1_700_000_000_000
+    written = 0
+    epochs = {b: 0 for b in range(1, BROKERS + 1)}
+    topics: list[tuple[Uuid, int]] = []
+    pending: list[bytes] = []
+
+    def flush() -> None:
+        nonlocal pending
+        if pending:
+            log.append(build_batch([(None, v) for v in pending], epoch=1, timestamp=now))
+            pending = []
+
+    def add(msg: object) -> None:
+        nonlocal written
+        pending.append(serialize(msg))  # type: ignore[arg-type]
+        written += 1
+
+    add(FeatureLevelRecord(name="metadata.version", feature_level=22))
+    for b in range(1, BROKERS + 1):
+        epochs[b] = written
+        add(
+            RegisterBrokerRecord(
+                broker_id=b,
+                incarnation_id=Uuid.random(),
+                broker_epoch=written,
+                rack=f"rack-{b % RACKS}",
+                end_points=[BrokerEndpoint(name="PLAINTEXT", host="h", port=9000 + b)],
+                fenced=False,
+            )
+        )
+    flush()
+    n_topic = 0
+    while written < records:
+        now += rng.randint(0, 200)
+        roll = rng.random()
+        if roll < 0.35 or not topics:
+            tid = Uuid.random()
+            parts = rng.choice((3, 3, 6, 12))
+            rf = rng.choice((1, 3, 3))
+            add(TopicRecord(name=f"topic-{n_topic}", topic_id=tid))
+            if rng.random() < 0.3:
+                add(
+                    ConfigRecord(
+                        resource_type=2,
+                        resource_name=f"topic-{n_topic}",
+                        name="retention.ms",
+                        value=str(rng.choice((3600000, 86400000))),
+                    )
+                )
+            for p in range(parts):
+                replicas = rng.sample(range(1, BROKERS + 1), rf)
+                add(
+                    PartitionRecord(
+                        partition_id=p,
+                        topic_id=tid,
+                        replicas=replicas,
+                        isr=replicas,
+                        leader=replicas[0],
+                        leader_epoch=0,
+                        partition_epoch=0,
+                        directories=[Uuid.from_int(1)] * rf,
+                    )
+                )
+            topics.append((tid, parts))
+            n_topic += 1
+            flush()
+        elif roll < 0.85:
+            for _ in range(100):
+                tid, parts = rng.choice(topics)
+                add(
+                    PartitionChangeRecord(
+                        partition_id=rng.randrange(parts),
+                        topic_id=tid,
+                        leader=rng.randint(1, BROKERS) if rng.random() < 0.3 else -2,
+                        isr=sorted(rng.sample(range(1, BROKERS + 1), 2)),
+                    )
+                )
+            flush()
+        elif roll < 0.9:
+            b = rng.randint(1, BROKERS)
+            add(BrokerRegistrationChangeRecord(broker_id=b, broker_epoch=epochs[b], fenced=rng.choice((1, -1))))
+            flush()
+        else:
+            for _ in range(50):
+                add(NoOpRecord())
+            flush()
+    flush()
+    log.close()
+    return written
+
+
+def pure_python_replay(log_dir: Path) -> tuple[int, float]:
+    """Single process: read every batch, decode every record, replay it with the controller's own replay."""
+    from controller.cluster_control import ClusterControl
+    from controller.placement import StripedReplicaPlacer
+    from controller.records import decode_batch
+    from controller.replication_control import ReplicationControl, ReplicationSettings
+    from controller.timeline import Timeline
+    from quorum.log.reader import scan_file
+
+    started = time.perf_counter()
+    timeline = Timeline()
+    cluster = ClusterControl(timeline)
+    replication = ReplicationControl(timeline, cluster, StripedReplicaPlacer(), ReplicationSettings())
+    n = 0
+    for segment in sorted((log_dir / "__cluster_metadata-0").glob("*.log")):
+        for batch in scan_file(segment):
+            for rec in decode_batch(batch):  # type: ignore[arg-type]
+                if rec.message is not None:
+                    cluster.replay(rec.message)
+                    replication.replay(rec.message, rec.offset)
+                n += 1
+    return n, time.perf_counter() - started
+
+
+def spark_runs(log_dir: Path, out: Path, master: str) -> dict:
+    from pyspark.sql import functions as F
+
+    from audit.job import read_rows, run_audit
+    from audit.spark import spark_session
+
+    spark = spark_session(master)
+    try:
+        # Warm the Python workers and the JVM on a tiny read first, so the figures are about the log, not startup.
+        read_rows(spark, log_dir).limit(1).collect()
+        t = time.perf_counter()
+        decoded = read_rows(spark, log_dir).agg(F.count("*"), F.max("offset"), F.max(F.size("replicas"))).first()
+        decode_s = time.perf_counter() - t
+        t = time.perf_counter()
+        result = run_audit(spark, log_dir, out)
+        audit_s = time.perf_counter() - t
+        return {
+            "master": master,
+            "records": int(decoded[0]),
+            "decode_s": decode_s,
+            "audit_s": audit_s,
+            "decode_per_s": decoded[0] / decode_s,
+            "audit_per_s": result.records / audit_s,
+            "violations": result.violations,
+            "tables": result.tables,
+        }
+    finally:
+        spark.stop()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--records", type=int, default=5_000_000)
+    p.add_argument("--quick", action="store_true", help="300,000 records")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--dir", help="where the generated log goes (default: the repository's disk)")
+    p.add_argument("--keep", action="store_true", help="keep the generated log and outputs")
+    args = p.parse_args()
+    records = 300_000 if args.quick else args.records
+    root = Path(tempfile.mkdtemp(prefix="audit-bench-", dir=args.dir or ROOT))
+    try:
+        t = time.perf_counter()
+        written = generate(root / "log", records)
+        print(f"generated {written:,} records in {time.perf_counter() - t:.1f} s ({root / 'log'})")
+        n, secs = pure_python_replay(root / "log")
+        baseline = n / secs
+        print(f"single-process pure-Python replay: {baseline:,.0f} records/s ({n:,} in {secs:.1f} s)")
+        report = {"records": written, "pure_python_per_s": baseline}
+        for master in ("local[1]", "local[2]"):
+            r = spark_runs(root / "log", root / f"out-{master[6]}", master)
+            report[master] = r
+            print(
+                f"{master}: decode {r['decode_per_s']:,.0f} records/s ({r['decode_s']:.1f} s); whole audit "
+                f"{r['audit_per_s']:,.0f} records/s ({r['audit_s']:.1f} s); violations {r['violations'] or 'none'}"
+            )
+        one, two = report["local[1]"], report["local[2]"]
+        scaling = two["audit_per_s"] / one["audit_per_s"]
+        print("\nratios (same run):")
+        print(f"  local[2] / local[1], whole audit        = {scaling:.2f}x")
+        print(f"  local[2] / local[1], decode             = {two['decode_per_s'] / one['decode_per_s']:.2f}x")
+        print(f"  local[2] audit / pure-Python replay     = {two['audit_per_s'] / baseline:.2f}x")
+        print("\nacceptance (issue targets):")
+        for text, ok in (
+            ("local[2] >= 1.7x local[1] (whole audit)", scaling >= 1.7),
+            ("whole audit >= 200,000 records/s on local[2]", two["audit_per_s"] >= 200_000),
+            ("faster than the pure-Python replay", two["audit_per_s"] > baseline),
+        ):
+            print(f"  {'PASS' if ok else 'FAIL'}  {text}")
+        if args.json:
+            print(json.dumps(report, default=str))
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

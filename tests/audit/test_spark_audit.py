@@ -1,0 +1,418 @@
+"""The Spark side of the audit, with one SparkSession for the module: the ``cluster_metadata`` data source, the
+replay (against the live controller's own replay rules), the invariant checks, and the ``pykraft audit`` CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from audit_helpers import (
+    LogBuilder,
+    assert_same_state,
+    audit_state,
+    change,
+    controller_replay,
+    leader_change,
+    partition,
+    pchange,
+    register,
+    snapshot_bytes,
+    snapshot_name,
+    topic_config,
+    uid,
+)
+
+from audit.decode import FileRange, arrow_schema, decode_range, spark_schema
+from audit.invariants import COLUMNS, check_all
+from audit.job import read_rows
+from audit.replay import replay
+from controller.records import (
+    ConfigRecord,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    NoOpRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+    serialize,
+)
+from quorum.log.log import METADATA_PARTITION_DIR
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def sort_rows(rows: list[dict]) -> list[dict]:
+    return sorted(rows, key=lambda r: (r["order"] is None, r["order"], r["file"], r["position"]))
+
+
+def spark_rows(df: Any) -> list[dict]:
+    return sort_rows(df.toArrow().to_pylist())
+
+
+def decoded(path: Path, source: str, *, with_json: bool) -> list[dict]:
+    r = FileRange(str(path), 0, path.stat().st_size, source)
+    return pa.Table.from_batches(list(decode_range(r, with_json=with_json)), schema=arrow_schema(with_json)).to_pylist()
+
+
+# -- the data source ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def segmented(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path], int]:
+    """Three segments (the last one ending in garbage) and a snapshot whose end offset falls in the second."""
+    root = tmp_path_factory.mktemp("segmented")
+    log = LogBuilder()
+    files: dict[str, Path] = {}
+    for name, first_topic in (("seg0", 0), ("seg1", 40), ("seg2", 80)):
+        log.batches.clear()
+        base = log.next_offset
+        for i in range(first_topic, first_topic + 40, 4):
+            log.add(*(TopicRecord(name=f"t{j}", topic_id=uid(j)) for j in range(i, i + 3)), partition(uid(i), 0, [1]))
+        files[name] = log.write(root, f"{base:020d}.log")
+    files["seg2"].write_bytes(files["seg2"].read_bytes() + b"\x13\x37garbage" * 20)
+    end_offset = 55  # inside seg1 (offsets 40..79)
+    files["snapshot"] = root / METADATA_PARTITION_DIR / snapshot_name(end_offset, 1)
+    files["snapshot"].write_bytes(
+        snapshot_bytes([TopicRecord(name=f"t{j}", topic_id=uid(j)) for j in range(0, 42)], epoch=1, per_batch=5)
+    )
+    return root, files, end_offset
+
+
+def test_data_source_rows_equal_decode_range(spark: Any, segmented: tuple[Path, dict[str, Path], int]) -> None:
+    root, files, _ = segmented
+    df = (
+        spark.read.format("cluster_metadata")
+        .option("fromStart", "true")
+        .option("json", "true")
+        .option("splitBytes", "1500")  # several partitions per segment
+        .load(str(root))
+    )
+    assert df.schema == spark_schema(True)
+    expected = [row for name in ("seg0", "seg1", "seg2") for row in decoded(files[name], "log", with_json=True)]
+    rows = spark_rows(df)
+    assert len(rows) == len(expected) == 3 * 40 + 1  # every record, and the garbage as one error row
+    assert rows == sort_rows(expected)
+    assert [r["file"] for r in rows if r["error"] is not None] == [str(files["seg2"])]
+
+
+def test_data_source_reads_the_newest_snapshot_and_the_log_after_it(
+    spark: Any, segmented: tuple[Path, dict[str, Path], int]
+) -> None:
+    root, files, end_offset = segmented
+    older = files["snapshot"].with_name(snapshot_name(20, 1))  # an older snapshot is not read
+    older.write_bytes(snapshot_bytes([NoOpRecord()], epoch=1))
+    try:
+        rows = spark_rows(spark.read.format("cluster_metadata").load(str(root / METADATA_PARTITION_DIR)))
+    finally:
+        older.unlink()
+    snapshot = decoded(files["snapshot"], "snapshot", with_json=False)
+    log = [
+        row
+        for name in ("seg1", "seg2")  # seg0 ends before the snapshot's end offset: not read
+        for row in decoded(files[name], "log", with_json=False)
+        if row["offset"] is None or row["offset"] >= end_offset
+    ]
+    assert rows == sort_rows(snapshot + log)
+    assert rows[0]["source"] == "snapshot" and rows[0]["record_type"] == "SnapshotHeaderRecord"
+    assert [r["offset"] for r in rows if r["source"] == "log" and r["error"] is None] == list(range(end_offset, 120))
+
+
+# -- replay: the audit against the controller's own rules --------------------------------------------------------------
+
+
+A, B, G1, G2 = uid(1), uid(2), uid(3), uid(4)
+
+
+def history() -> tuple[LogBuilder, int]:
+    """A known history over two leader epochs; returns it and the last offset of the first epoch."""
+    b = LogBuilder(epoch=1)
+    b.add(leader_change(1), control=True)
+    b.add(FeatureLevelRecord(name="metadata.version", feature_level=22))
+    racks = {1: "r1", 2: "r2", 3: "r3", 4: None, 5: "r1", 6: "r2"}
+    first = b.next_offset
+    e = {broker: first + i for i, broker in enumerate(racks)}  # a broker epoch is its registration's offset
+    b.add(*(register(broker, e[broker], rack) for broker, rack in racks.items()))
+    b.add(*(change(broker, e[broker], fenced=-1) for broker in (1, 2, 3, 5, 6)), UnfenceBrokerRecord(id=4, epoch=e[4]))
+    b.add(
+        TopicRecord(name="alpha", topic_id=A),
+        topic_config("alpha", "retention.ms", "1000"),
+        topic_config("alpha", "cleanup.policy", "delete"),
+        partition(A, 0, [1, 2, 3]),
+        partition(A, 1, [2, 3, 1]),
+        partition(A, 2, [3, 1, 2]),
+    )
+    b.add(
+        TopicRecord(name="beta", topic_id=B),
+        topic_config("beta", "segment.bytes", "1048576"),
+        partition(B, 0, [1, 2]),
+        partition(B, 1, [2, 1]),
+    )
+    b.add(TopicRecord(name="gamma", topic_id=G1), topic_config("gamma", "retention.ms", "5"), partition(G1, 0, [3]))
+    b.add(pchange(A, 0, isr=[1, 2]), pchange(A, 1, leader=3), pchange(A, 2, leader=-1, isr=[3]))
+    b.add(
+        topic_config("alpha", "retention.ms", "2000"),  # overwritten
+        topic_config("alpha", "cleanup.policy", None),  # deleted
+        ConfigRecord(resource_type=4, resource_name="1", name="log.retention.ms", value="1"),  # a broker's
+        ConfigRecord(resource_type=4, resource_name="", name="num.io.threads", value="8"),  # the cluster default
+    )
+    cut = b.next_offset - 1
+    b.epoch = 2
+    b.add(leader_change(2), control=True)
+    b.add(RemoveTopicRecord(topic_id=B))
+    # broker 3: controlled shutdown (leadership moved away), fenced, then registered again
+    b.add(pchange(A, 1, leader=2, isr=[2, 1]), change(3, e[3], shutdown=1))
+    b.add(change(3, e[3], fenced=1))
+    e3 = b.add(register(3, b.next_offset, "r3"))
+    b.add(change(3, e3, fenced=-1))
+    b.add(FenceBrokerRecord(id=4, epoch=e[4]))
+    # broker 2 registers again on another rack; a change naming its old registration changes nothing
+    e2 = b.add(register(2, b.next_offset, "r2-new"))
+    b.add(change(2, e2, fenced=-1))
+    b.add(change(2, e[2], fenced=1))
+    b.add(
+        UnregisterBrokerRecord(broker_id=5, broker_epoch=e[5]),
+        UnregisterBrokerRecord(broker_id=6, broker_epoch=999),  # a stale epoch: ignored
+    )
+    b.add(change(6, e[6], shutdown=1))  # stays in controlled shutdown, unfenced
+    b.add(change(1, e[1], fenced=1), change(1, e[1], fenced=-1), change(1, e[1]))  # fenced, unfenced, no change
+    # gamma removed and created again under a new id; its old config goes with it
+    b.add(
+        RemoveTopicRecord(topic_id=G1),
+        TopicRecord(name="gamma", topic_id=G2),
+        topic_config("gamma", "min.insync.replicas", "1"),
+        partition(G2, 0, [1, 2]),
+        partition(G2, 1, [2, 1]),
+    )
+    # a reassignment of alpha-0 onto broker 4, and alpha-2 getting a leader again
+    b.add(
+        pchange(A, 2, leader=2, isr=[3, 2]),
+        pchange(A, 0, replicas=[1, 2, 3, 4], adding_replicas=[4], removing_replicas=[1]),
+        pchange(A, 0, isr=[1, 2, 4]),
+        pchange(A, 0, replicas=[2, 3, 4], isr=[2, 4], leader=2, adding_replicas=[], removing_replicas=[]),
+    )
+    b.add(topic_config("gamma", "min.insync.replicas", "2"), NoOpRecord())
+    b.add(pchange(G2, 0, isr=[1]), pchange(G2, 0, isr=[1, 2]))  # partition epoch +2, leader epoch unchanged
+    b.add(pchange(A, 1, leader=1), pchange(A, 1, leader=1))  # the same leader again: its epoch still goes up
+    return b, cut
+
+
+@pytest.fixture(scope="module")
+def known(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[LogBuilder, int, Any]:
+    root = tmp_path_factory.mktemp("history")
+    log, cut = history()
+    log.write(root)
+    rows = read_rows(spark, root).cache()
+    yield log, cut, rows
+    rows.unpersist()
+
+
+def test_replay_equals_the_controllers_replay(known: tuple[LogBuilder, int, Any]) -> None:
+    log, _, rows = known
+    expected = controller_replay(log.records)
+    # the history did what it says (the reference is not vacuous)
+    assert set(expected["topics"]) == {str(A), str(G2)}
+    assert (expected["brokers"][2]["rack"], expected["brokers"][2]["fenced"]) == ("r2-new", False)
+    assert (expected["brokers"][4]["fenced"], expected["brokers"][6]["in_controlled_shutdown"]) == (True, True)
+    assert 5 not in expected["brokers"] and not expected["brokers"][3]["in_controlled_shutdown"]
+    assert expected["partitions"][(str(A), 0)]["replicas"] == [2, 3, 4]
+    assert expected["partitions"][(str(A), 1)]["leader_epoch"] == 4
+    assert expected["configs"][(2, "gamma", "min.insync.replicas")] == "2"
+    assert (2, "gamma", "retention.ms") not in expected["configs"]
+    assert (2, "beta", "segment.bytes") not in expected["configs"]
+    assert_same_state(audit_state(replay(rows)), expected)
+
+
+def test_as_of_offset_gives_the_state_at_that_offset(known: tuple[LogBuilder, int, Any]) -> None:
+    log, cut, rows = known
+    expected = controller_replay(log.records, upto=cut)
+    assert set(expected["topics"]) == {str(A), str(B), str(G1)}
+    assert not any(b["fenced"] for b in expected["brokers"].values()) and len(expected["brokers"]) == 6
+    assert_same_state(audit_state(replay(rows, as_of_offset=cut)), expected)
+    middle = cut + 5  # after broker 3's shutdown, before it registers again
+    assert_same_state(audit_state(replay(rows, as_of_offset=middle)), controller_replay(log.records, upto=middle))
+
+
+def test_a_clean_log_has_no_violations(known: tuple[LogBuilder, int, Any]) -> None:
+    _, _, rows = known
+    violations = check_all(rows, replay(rows))
+    assert violations.columns == COLUMNS
+    assert [r.asDict() for r in violations.collect()] == []
+
+
+# -- invariants --------------------------------------------------------------------------------------------------------
+
+
+def broken_log() -> tuple[LogBuilder, dict[tuple[str, int | None], int], int]:
+    """A log that breaks every invariant, each at a known place. Returns it, the expected findings (check,
+    offset) -> count, and the byte position of the garbage at its end."""
+    b = LogBuilder(epoch=1)
+    expect: dict[tuple[str, int | None], int] = {}
+
+    def at(check: str, offset: int | None) -> None:
+        expect[(check, offset)] = expect.get((check, offset), 0) + 1
+
+    t = {n: uid(100 + n) for n in range(12)}
+    b.add(register(1, 0, "r1"), register(2, 1, "r2"), register(3, 2, "r3"))
+    b.add(TopicRecord(name="t1", topic_id=t[1]), partition(t[1], 0, [1, 2]), partition(t[1], 1, [2, 1]))
+    at("topic_ids_unique", b.add(TopicRecord(name="t1-copy", topic_id=t[1])))  # a second topic with t1's id
+    b.add(TopicRecord(name="t2", topic_id=t[2]), partition(t[2], 0, [1]))
+    at("one_live_topic_id_per_name", b.add(TopicRecord(name="t2", topic_id=t[3])))  # t2 still lives
+    at("partition_of_existing_topic", b.add(partition(uid(999), 0, [1, 2])))  # no such topic
+    b.add(TopicRecord(name="t4", topic_id=t[4]), partition(t[4], 0, [1]), partition(t[4], 2, [1]))
+    at("partition_ids_contiguous", None)  # t4 has partitions 0 and 2
+    b.add(TopicRecord(name="t5", topic_id=t[5]))
+    at("replicas_distinct", b.add(partition(t[5], 0, [1, 1], [1])))
+    b.add(TopicRecord(name="t6", topic_id=t[6]))
+    at("isr_subset_of_replicas", b.add(partition(t[6], 0, [1, 2], [1, 3])))
+    at("isr_subset_of_replicas", None)  # and so the final state
+    b.add(TopicRecord(name="t7", topic_id=t[7]))
+    at("leader_in_isr", b.add(partition(t[7], 0, [1, 2], [2], leader=1)))
+    at("leader_in_isr", None)
+    b.add(partition(t[1], 0, [1, 2], leader_epoch=5, partition_epoch=5))
+    at("partition_epochs_increase", b.add(partition(t[1], 0, [1, 2], leader_epoch=3, partition_epoch=3)))
+    b.add(TopicRecord(name="t9", topic_id=t[9]))
+    at("brokers_registered", b.add(partition(t[9], 0, [1, 9], [1, 9])))  # broker 9 never registered
+    b.add(TopicRecord(name="t10", topic_id=t[10]), partition(t[10], 0, [1, 2]))
+    b.add(RemoveTopicRecord(topic_id=t[10]))
+    at("partition_of_existing_topic", b.add(pchange(t[10], 0, isr=[1])))  # t10 is gone
+    # an unknown record type last in its batch: a finding of its own, not a gap in the offsets
+    at("readable", b.add_raw([serialize(NoOpRecord()), bytes([1, 200, 1, 0])]) + 1)
+    b.add(NoOpRecord())
+    at("offsets_contiguous", b.add(NoOpRecord(), base_offset=b.next_offset + 5))  # five offsets missing
+    b.epoch = 2
+    b.add(NoOpRecord())
+    at("epochs_non_decreasing", b.add(NoOpRecord(), epoch=1))
+    crc_offset = b.add(NoOpRecord(), NoOpRecord())
+    bad = bytearray(b.batches[-1])
+    bad[17] ^= 0xFF  # the stored CRC: every record still reads, the check fails
+    b.batches[-1] = bytes(bad)
+    at("crc_valid", crc_offset)
+    b.add(NoOpRecord())
+    garbage_at = sum(len(x) for x in b.batches)
+    b.batches.append(b"\x01\x02 this is not a batch " * 8)
+    at("readable", None)
+    return b, expect, garbage_at
+
+
+def test_every_invariant_fires_where_it_is_broken(spark: Any, tmp_path: Path) -> None:
+    log, expected, garbage_at = broken_log()
+    path = log.write(tmp_path)
+    rows = read_rows(spark, tmp_path).cache()
+    try:
+        found = [r.asDict() for r in check_all(rows, replay(rows)).collect()]
+    finally:
+        rows.unpersist()
+    got: dict[tuple[str, int | None], int] = {}
+    for v in found:
+        got[(v["check"], v["offset"])] = got.get((v["check"], v["offset"]), 0) + 1
+        assert v["explanation"], v
+    assert dict(sorted(got.items(), key=repr)) == dict(sorted(expected.items(), key=repr))
+    by_check = {v["check"]: v for v in found if v["offset"] is not None or v["check"] == "readable"}
+    garbage = next(v for v in found if v["check"] == "readable" and v["offset"] is None)
+    assert garbage["file"] == str(path) and garbage["position"] == garbage_at
+    assert str(path) in garbage["explanation"] and f"byte {garbage_at}" in garbage["explanation"]
+    crc = by_check["crc_valid"]
+    assert crc["file"] == str(path) and f"batch at byte {crc['position']}" in crc["explanation"]
+    assert "broker 9" in by_check["brokers_registered"]["explanation"]
+    assert "epoch 1 follows epoch 2" in by_check["epochs_non_decreasing"]["explanation"]
+    orphans = sorted(v["explanation"] for v in found if v["check"] == "partition_of_existing_topic")
+    assert orphans[0].endswith("was removed before it") and orphans[1].endswith("does not exist yet"), orphans
+
+
+# -- the CLI -----------------------------------------------------------------------------------------------------------
+
+
+def pykraft(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    # Two shuffle partitions (the job's knob; its default is 8): the same plan, a fraction of the tasks.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYKRAFT_SHUFFLE_PARTITIONS": "2"}
+    return subprocess.run(
+        [sys.executable, "-m", "pykraft", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env, check=False,
+    )  # fmt: skip
+
+
+def test_cli_audits_a_demo_log(tmp_path: Path) -> None:
+    data, out = tmp_path / "data", tmp_path / "out"
+    for _ in range(2):  # two leader epochs, two topics
+        assert pykraft("demo", "--data-dir", str(data)).returncode == 0
+    done = pykraft("audit", str(data), "--out", str(out), "--master", "local[2]")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "at org.apache" not in output and "Traceback" not in output
+    assert re.search(r"^audited 26 records from 1 file\(s\); last offset 25$", done.stdout, re.M), done.stdout
+    assert "topics 2, partitions 6, brokers 3 (0 fenced), configs 2" in done.stdout
+    assert "violations: none" in done.stdout
+    tables = {"topics": 2, "partitions": 6, "brokers": 3, "configs": 2, "violations": 0}
+    for name, count in tables.items():
+        assert pq.read_table(out / name).num_rows == count, name
+    for name in ("topics_per_minute", "brokers_load", "racks_load", "replication_factors", "configs_in_use"):
+        assert pq.read_table(out / name).num_rows > 0, name
+    partitions = pq.read_table(out / "partitions").to_pylist()
+    assert {p["topic_name"] for p in partitions} == {"demo-1", "demo-2"}
+    assert {len(p["replicas"]) for p in partitions} == {3}
+    html = (out / "report.html").read_text()
+    images = re.findall(r'<img src="([^"]+)"', html)
+    assert images, "report.html shows no charts"
+    for image in images:
+        assert (out / image).is_file() and (out / image).read_bytes()[:4] == b"\x89PNG", image
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["records"] == 26 and summary["tables"]["topics"] == 2 and summary["violations"] == {}
+
+
+@pytest.mark.parametrize("case", ["missing directory", "empty directory", "no log files"])
+def test_cli_bad_input_is_one_line(tmp_path: Path, case: str) -> None:
+    target = tmp_path / "logs"
+    if case != "missing directory":
+        target.mkdir()
+    if case == "no log files":
+        (target / "notes.txt").write_text("not a log")
+    done = pykraft("audit", str(target), "--out", str(tmp_path / "out"), timeout=60)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pykraft audit: ") and str(target) in lines[0], done.stderr
+
+
+def test_cli_reports_damage_and_audits_the_rest(tmp_path: Path) -> None:
+    """A truncated segment, a garbage file and one that cannot be read at all: each one finding (file and byte),
+    every readable record audited."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    log = LogBuilder()
+    log.add(register(1, 0, "r1"))
+    log.add(TopicRecord(name="whole", topic_id=uid(1)), partition(uid(1), 0, [1]), partition(uid(1), 1, [1]))
+    log.write(data)
+    log.batches.clear()
+    second = log.next_offset
+    log.add(TopicRecord(name="kept", topic_id=uid(2)), partition(uid(2), 0, [1]))
+    cut_at = sum(len(x) for x in log.batches)
+    log.add(TopicRecord(name="lost", topic_id=uid(3)), partition(uid(3), 0, [1]))
+    truncated = log.write(data, f"{second:020d}.log")
+    truncated.write_bytes(truncated.read_bytes()[:-10])
+    garbage = data / METADATA_PARTITION_DIR / f"{log.next_offset:020d}.log"
+    garbage.write_bytes(bytes(range(256)) * 12)
+    unreadable = data / METADATA_PARTITION_DIR / f"{log.next_offset + 100:020d}.log"
+    unreadable.mkdir()  # as a file without read permission would be (these tests may run as root)
+    done = pykraft("audit", str(data), "--out", str(out), "--master", "local[2]")
+    output = done.stdout + done.stderr
+    assert "at org.apache" not in output and "Traceback" not in output
+    assert done.returncode == 1, output  # findings: exit 1, after the summary
+    assert "audited" in done.stdout and "violations: readable 3" in done.stdout, done.stdout
+    violations = {v["file"]: v for v in pq.read_table(out / "violations").to_pylist()}
+    assert set(violations) == {str(truncated), str(garbage), str(unreadable)}
+    assert violations[str(unreadable)]["explanation"].startswith(f"{unreadable}: cannot read")
+    assert (
+        violations[str(truncated)]["position"] == cut_at
+        and f"byte {cut_at}" in violations[str(truncated)]["explanation"]
+    )
+    assert violations[str(garbage)]["position"] == 0
+    assert sorted(t["topic_name"] for t in pq.read_table(out / "topics").to_pylist()) == ["kept", "whole"]
+    assert pq.read_table(out / "partitions").num_rows == 3
