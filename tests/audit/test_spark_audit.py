@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -331,26 +332,68 @@ def test_every_invariant_fires_where_it_is_broken(spark: Any, tmp_path: Path) ->
 # -- the CLI -----------------------------------------------------------------------------------------------------------
 
 
-def pykraft(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    # Two shuffle partitions (the job's knob; its default is 8): the same plan, a fraction of the tasks.
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYKRAFT_SHUFFLE_PARTITIONS": "2"}
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "PYKRAFT_SHUFFLE_PARTITIONS": "2"}  # the job's knob; default 8
+
+
+def pykraft(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pykraft", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env, check=False,
+        capture_output=True, text=True, timeout=timeout, cwd=REPO, env=ENV, check=False,
     )  # fmt: skip
 
 
-def test_cli_audits_a_demo_log(tmp_path: Path) -> None:
-    data, out = tmp_path / "data", tmp_path / "out"
+@dataclass
+class CliRun:
+    data: Path
+    out: Path
+    returncode: int
+    stdout: str
+    stderr: str
+    files: dict[str, Any]  # what the test must know about its input
+
+
+def damaged_log(data: Path) -> dict[str, Any]:
+    """A whole segment, a segment cut in its last batch, a garbage file, and one that cannot be read at all."""
+    log = LogBuilder()
+    log.add(register(1, 0, "r1"))
+    log.add(TopicRecord(name="whole", topic_id=uid(1)), partition(uid(1), 0, [1]), partition(uid(1), 1, [1]))
+    log.write(data)
+    log.batches.clear()
+    second = log.next_offset
+    log.add(TopicRecord(name="kept", topic_id=uid(2)), partition(uid(2), 0, [1]))
+    log.add(TopicRecord(name="lost", topic_id=uid(3)), partition(uid(3), 0, [1]))
+    truncated = log.write(data, f"{second:020d}.log")
+    truncated.write_bytes(truncated.read_bytes()[:-10])
+    garbage = data / METADATA_PARTITION_DIR / f"{log.next_offset:020d}.log"
+    garbage.write_bytes(bytes(range(256)) * 12)
+    unreadable = data / METADATA_PARTITION_DIR / f"{log.next_offset + 100:020d}.log"
+    unreadable.mkdir()  # as a file without read permission would be (these tests may run as root)
+    return {"truncated": truncated, "garbage": garbage, "unreadable": unreadable, "cut_at": len(log.batches[0])}
+
+
+@pytest.fixture(scope="module")
+def cli_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CliRun]:
+    """``pykraft audit`` (a JVM each) on a demo log and on a damaged one."""
+    root = tmp_path_factory.mktemp("cli")
+    demo, damaged = root / "demo", root / "damaged"
     for _ in range(2):  # two leader epochs, two topics
-        assert pykraft("demo", "--data-dir", str(data)).returncode == 0
-    done = pykraft("audit", str(data), "--out", str(out), "--master", "local[2]")
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output
+        assert pykraft("demo", "--data-dir", str(demo)).returncode == 0
+    runs = {}
+    for name, data, files in (("demo", demo, {}), ("damaged", damaged, damaged_log(damaged))):
+        out = root / f"{name}-out"
+        done = pykraft("audit", str(data), "--out", str(out), "--master", "local[2]", timeout=400)
+        runs[name] = CliRun(data, out, done.returncode, done.stdout, done.stderr, files)
+    return runs
+
+
+def test_cli_audits_a_demo_log(cli_runs: dict[str, CliRun]) -> None:
+    run = cli_runs["demo"]
+    output, out = run.stdout + run.stderr, run.out
+    assert run.returncode == 0, output
     assert "at org.apache" not in output and "Traceback" not in output
-    assert re.search(r"^audited 26 records from 1 file\(s\); last offset 25$", done.stdout, re.M), done.stdout
-    assert "topics 2, partitions 6, brokers 3 (0 fenced), configs 2" in done.stdout
-    assert "violations: none" in done.stdout
+    assert re.search(r"^audited 26 records from 1 file\(s\); last offset 25$", run.stdout, re.M), run.stdout
+    assert "topics 2, partitions 6, brokers 3 (0 fenced), configs 2" in run.stdout
+    assert "violations: none" in run.stdout
     tables = {"topics": 2, "partitions": 6, "brokers": 3, "configs": 2, "violations": 0}
     for name, count in tables.items():
         assert pq.read_table(out / name).num_rows == count, name
@@ -375,44 +418,27 @@ def test_cli_bad_input_is_one_line(tmp_path: Path, case: str) -> None:
         target.mkdir()
     if case == "no log files":
         (target / "notes.txt").write_text("not a log")
-    done = pykraft("audit", str(target), "--out", str(tmp_path / "out"), timeout=60)
+    done = pykraft("audit", str(target), "--out", str(tmp_path / "out"))
     assert done.returncode == 1
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("pykraft audit: ") and str(target) in lines[0], done.stderr
 
 
-def test_cli_reports_damage_and_audits_the_rest(tmp_path: Path) -> None:
+def test_cli_reports_damage_and_audits_the_rest(cli_runs: dict[str, CliRun]) -> None:
     """A truncated segment, a garbage file and one that cannot be read at all: each one finding (file and byte),
     every readable record audited."""
-    data, out = tmp_path / "data", tmp_path / "out"
-    log = LogBuilder()
-    log.add(register(1, 0, "r1"))
-    log.add(TopicRecord(name="whole", topic_id=uid(1)), partition(uid(1), 0, [1]), partition(uid(1), 1, [1]))
-    log.write(data)
-    log.batches.clear()
-    second = log.next_offset
-    log.add(TopicRecord(name="kept", topic_id=uid(2)), partition(uid(2), 0, [1]))
-    cut_at = sum(len(x) for x in log.batches)
-    log.add(TopicRecord(name="lost", topic_id=uid(3)), partition(uid(3), 0, [1]))
-    truncated = log.write(data, f"{second:020d}.log")
-    truncated.write_bytes(truncated.read_bytes()[:-10])
-    garbage = data / METADATA_PARTITION_DIR / f"{log.next_offset:020d}.log"
-    garbage.write_bytes(bytes(range(256)) * 12)
-    unreadable = data / METADATA_PARTITION_DIR / f"{log.next_offset + 100:020d}.log"
-    unreadable.mkdir()  # as a file without read permission would be (these tests may run as root)
-    done = pykraft("audit", str(data), "--out", str(out), "--master", "local[2]")
-    output = done.stdout + done.stderr
+    run = cli_runs["damaged"]
+    output, out, files = run.stdout + run.stderr, run.out, run.files
+    truncated, garbage, unreadable = (str(files[k]) for k in ("truncated", "garbage", "unreadable"))
+    cut_at = files["cut_at"]  # the start of the batch that was cut
     assert "at org.apache" not in output and "Traceback" not in output
-    assert done.returncode == 1, output  # findings: exit 1, after the summary
-    assert "audited" in done.stdout and "violations: readable 3" in done.stdout, done.stdout
+    assert run.returncode == 1, output  # findings: exit 1, after the summary
+    assert "audited" in run.stdout and "violations: readable 3" in run.stdout, run.stdout
     violations = {v["file"]: v for v in pq.read_table(out / "violations").to_pylist()}
-    assert set(violations) == {str(truncated), str(garbage), str(unreadable)}
-    assert violations[str(unreadable)]["explanation"].startswith(f"{unreadable}: cannot read")
-    assert (
-        violations[str(truncated)]["position"] == cut_at
-        and f"byte {cut_at}" in violations[str(truncated)]["explanation"]
-    )
-    assert violations[str(garbage)]["position"] == 0
+    assert set(violations) == {truncated, garbage, unreadable}
+    assert violations[unreadable]["explanation"].startswith(f"{unreadable}: cannot read")
+    assert violations[truncated]["position"] == cut_at and f"byte {cut_at}" in violations[truncated]["explanation"]
+    assert violations[garbage]["position"] == 0
     assert sorted(t["topic_name"] for t in pq.read_table(out / "topics").to_pylist()) == ["kept", "whole"]
     assert pq.read_table(out / "partitions").num_rows == 3
