@@ -171,7 +171,8 @@ class RaftCore:
             return min(r.election_deadline, r.resend_at) if r.unacknowledged else r.election_deadline
         deadline = r.election_deadline
         if isinstance(r, Candidate) and r.backoff_until is not None:
-            deadline = min(deadline, r.backoff_until)
+            # Lost this election: only the end of the backoff matters (no vote is resent meanwhile).
+            return min(deadline, r.backoff_until)
         if isinstance(r, Prospective | Candidate) and self._vote_sent:
             deadline = min(deadline, min(self._vote_sent.values()) + self.config.request_timeout_ms)
         return deadline

@@ -128,3 +128,36 @@ def test_leader_counts_a_fetch_offset_as_durable() -> None:
     fetch = FetchRequest(CLUSTER_ID, 2, core.epoch, offset + 1, core.epoch, 4096, 0, 7)
     core.handle(Envelope(2, 1, fetch), now)
     assert core.high_watermark == offset + 1
+
+
+def test_candidate_in_backoff_keeps_a_future_deadline() -> None:
+    """Regression: a candidate rejected by a majority backs off without resending votes, yet next_deadline() still
+    offered the resend time of a vote left unanswered: once that passed (here: the voter's connection reset), the
+    deadline stayed in the past until the backoff ended — a busy loop for the runtime, a hang for the simulator
+    (seed 238 of 5 voters, before the harness stopped delivering messages across restarts)."""
+    core = make_core(1, [1, 2, 3, 4, 5])
+    now = core.next_deadline()
+    core.tick(now)
+    assert isinstance(core.role, Prospective)
+    for e in core.take_messages():
+        m = e.message
+        if e.destination in (2, 3):
+            core.handle(Envelope(e.destination, 1, VoteResponse(Errors.NONE, 0, -1, True, True, m.correlation_id)), now)
+    assert core.role.name == "Candidate" and core.epoch == 1
+    requests = {e.destination: e.message for e in core.take_messages() if isinstance(e.message, VoteRequest)}
+    assert sorted(requests) == [2, 3, 4, 5]
+    for voter in (2, 3, 4):  # a majority rejects; 5 does not answer
+        reply = VoteResponse(Errors.NONE, 1, -1, False, False, requests[voter].correlation_id)
+        core.handle(Envelope(voter, 1, reply), now)
+    backoff_until = core.role.backoff_until  # type: ignore[union-attr]
+    assert backoff_until is not None
+    core.peer_unreachable(5, now)  # voter 5's connection resets: its vote request is due again soon
+    for _ in range(10):
+        deadline = core.next_deadline()
+        assert deadline > now or core.role.name != "Candidate", f"deadline {deadline} stuck at now={now}"
+        now = max(now, deadline)
+        core.tick(now)
+        core.take_messages()
+        if core.role.name != "Candidate":
+            break
+    assert isinstance(core.role, Prospective) and now >= backoff_until  # the backoff ran its course

@@ -140,3 +140,25 @@ def guard_fetch_offsets(sim: Simulation) -> Simulation:
 
     sim._send = checked  # type: ignore[method-assign]
     return sim
+
+
+def guard_progress(sim: Simulation, max_steps_at_one_instant: int = 10_000) -> Simulation:
+    """Add a check to ``sim``: virtual time keeps moving. A core whose next deadline stays in the past is ticked
+    again and again at one instant (a busy loop in the real runtime); ``run_until`` would never return."""
+    step = sim.step
+    last = [sim.now, 0]
+
+    def checked() -> None:
+        step()
+        if sim.now != last[0]:
+            last[0], last[1] = sim.now, 0
+            return
+        last[1] += 1
+        if last[1] > max_steps_at_one_instant:
+            raise sim._violation(
+                f"livelock: {last[1]} steps at t={sim.now} ms without time moving "
+                "(check of tests/simulation/simkit.py:guard_progress)"
+            )
+
+    sim.step = checked  # type: ignore[method-assign]
+    return sim

@@ -7,8 +7,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from simkit import guard_progress
 
-from quorum.raft.core import BUG_HW_BEFORE_FSYNC, BUG_SKIP_DIVERGENCE_CHECK, KNOWN_BUGS
+from quorum.raft.core import BUG_HW_BEFORE_FSYNC, BUG_SKIP_DIVERGENCE_CHECK, KNOWN_BUGS, RaftCore
 from quorum.sim.harness import InvariantViolation, Simulation
 
 STEPS = 2000
@@ -114,3 +115,14 @@ def test_failing_seed_replays_to_the_same_failure() -> None:
     with pytest.raises(InvariantViolation) as caught:
         sim.run(STEPS)
     assert str(caught.value) == message
+
+
+def test_livelock_is_caught_not_hung(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A core whose next deadline never moves past ``now`` is ticked for ever at one instant: the soak's progress
+    guard turns that into a failure instead of a hang."""
+    sim = guard_progress(Simulation(0, 3), max_steps_at_one_instant=1000)
+    sim.run(200)
+    assert sim.now > 0
+    monkeypatch.setattr(RaftCore, "next_deadline", lambda self: 0)  # always due: tick, tick, tick...
+    with pytest.raises(InvariantViolation, match="livelock"):
+        sim.run_until(lambda: False, 10_000)

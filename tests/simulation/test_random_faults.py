@@ -11,7 +11,8 @@ of 3-voter seeds; 5-voter seeds scale to a fifth of it, never fewer than the CI 
     PYKRAFT_SIM_SEEDS=20000 .venv/bin/python -m pytest tests/simulation/test_random_faults.py
 
 On top of the harness's invariants, every Fetch must name an offset the fetcher holds durably
-(:func:`simkit.guard_fetch_offsets`). A failure lists every failing seed of its chunk with the harness's message,
+(:func:`simkit.guard_fetch_offsets`) and virtual time must keep moving (:func:`simkit.guard_progress`: a livelock
+would otherwise hang ``heal_and_converge``). A failure lists every failing seed of its chunk with the harness's message,
 which names the seed, step and time and the command that replays it (``python -m quorum.sim --seed N --voters V``;
 a failure of the fetch-offset check alone replays under pytest, with ``PYKRAFT_SIM_SEEDS`` covering the seed).
 """
@@ -22,7 +23,7 @@ import os
 from dataclasses import dataclass
 
 import pytest
-from simkit import guard_fetch_offsets
+from simkit import guard_fetch_offsets, guard_progress
 
 from quorum.sim.harness import InvariantViolation, Simulation
 
@@ -79,7 +80,7 @@ class Tally:
 
 
 def run_seed(seed: int, voters: int) -> Simulation:
-    sim = guard_fetch_offsets(Simulation(seed, voters))
+    sim = guard_progress(guard_fetch_offsets(Simulation(seed, voters)))
     sim.run(STEPS)
     sim.heal_and_converge()
     return sim
