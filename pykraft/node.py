@@ -23,7 +23,7 @@ from controller.placement import PLACERS
 from controller.quorum_controller import ControllerSettings, QuorumController
 from controller.records import deserialize
 from pykraft.service import ControllerService
-from quorum.log.log import LogConfig, LogCorruptionError, MetadataLog
+from quorum.log.log import PREALLOCATE_CHUNK, LogConfig, LogCorruptionError, MetadataLog
 from quorum.log.meta_properties import DirectoryLock, StorageIdentityError, ensure_meta_properties, read_properties
 from quorum.log.quorum_state import QuorumStateStore
 from quorum.raft.config import RaftConfig, VoterAddress, parse_voters
@@ -68,6 +68,13 @@ CONTROLLER_CONFIGS = {  # Kafka config name -> (ControllerSettings field, type)
     "metadata.max.idle.interval.ms": ("max_idle_interval_ms", int),
     "replica.placement.strategy": ("replica_placer", str),  # pykraft's: striped (Kafka's KRaft) | rack-unaware
 }
+
+
+def int_property(props: dict[str, str], name: str, default: int) -> int:
+    try:
+        return int(props.get(name, default))
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {props[name]!r}") from None
 
 
 def controller_settings(props: dict[str, str]) -> ControllerSettings:
@@ -130,10 +137,16 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
     if not data_dir:
         raise ConfigError("a data directory is required (--data-dir, or metadata.log.dir / log.dirs)")
     try:
-        node_id = int(props["node.id"])
+        node_id = int_property(props, "node.id", -1)
         voters = parse_voters(props["controller.quorum.voters"])
         raft = RaftConfig.from_properties(props)
-        log_config = LogConfig(segment_bytes=int(props.get("metadata.log.segment.bytes", LogConfig.segment_bytes)))
+        preallocate = props.get("log.preallocate", "false").strip().lower()
+        if preallocate not in ("true", "false"):
+            raise ValueError(f"log.preallocate must be true or false, got {props['log.preallocate']!r}")
+        log_config = LogConfig(
+            segment_bytes=int_property(props, "metadata.log.segment.bytes", LogConfig.segment_bytes),
+            preallocate_bytes=PREALLOCATE_CHUNK if preallocate == "true" else 0,
+        )
         controller = controller_settings(props)
     except ValueError as e:
         raise ConfigError(str(e)) from None

@@ -19,7 +19,7 @@ from quorum.log import segment as segment_module
 from quorum.log.batch import MAX_BATCH_SIZE, CorruptBatchError, RecordBatch, build_batch, iter_batches, read_batch
 from quorum.log.control import encode_control
 from quorum.log.epoch_cache import CHECKPOINT_NAME, EpochCache
-from quorum.log.log import METADATA_PARTITION_DIR, LogConfig, MetadataLog
+from quorum.log.log import METADATA_PARTITION_DIR, PREALLOCATE_CHUNK, LogConfig, MetadataLog
 from quorum.log.quorum_state import QUORUM_STATE_NAME, ElectionState, QuorumStateStore
 from quorum.log.reader import scan_file
 from quorum.log.segment import Segment
@@ -283,7 +283,7 @@ def test_close_and_reopen_exact_epoch_entries(tmp_path: Path) -> None:
 
 def test_closed_segments_have_no_trailing_zeros_and_a_kafka_index(tmp_path: Path) -> None:
     interval = 500
-    config = LogConfig(segment_bytes=4096, index_interval_bytes=interval)  # default pre-allocation: 4 MiB
+    config = LogConfig(segment_bytes=4096, index_interval_bytes=interval, preallocate_bytes=PREALLOCATE_CHUNK)
     log = MetadataLog.open(tmp_path, config)
     fill_log(log, 40)
     active = log.segments[-1]
@@ -764,3 +764,12 @@ def test_no_preallocation(tmp_path: Path) -> None:
     with MetadataLog.open(tmp_path, config) as log:
         stamped = fill_log(log, 5)
         assert log.segments[0].read_bytes() == b"".join(stamped)
+
+
+def test_default_config_appends_without_preallocation(tmp_path: Path) -> None:
+    """Kafka's log.preallocate defaults to false: the open segment is exactly its batches."""
+    with MetadataLog.open(tmp_path) as log:
+        fill_log(log, 5)
+        log.flush()
+        active = log.segments[-1]
+        assert active.stat().st_size == sum(b.size for b in file_batches(active))

@@ -32,7 +32,7 @@ METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024  # metadata.log.segment.bytes
 DEFAULT_INDEX_INTERVAL = 4096  # index.interval.bytes
-DEFAULT_PREALLOCATE = 4 * 1024 * 1024
+PREALLOCATE_CHUNK = 4 * 1024 * 1024  # how far ahead a pre-allocating segment zero-fills
 _PARTITION_METADATA = b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ"  # Uuid.METADATA_TOPIC_ID
 
 log = structlog.get_logger("quorum.log")
@@ -64,7 +64,9 @@ class AppendInfo:
 class LogConfig:
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL
-    preallocate_bytes: int = DEFAULT_PREALLOCATE  # 0 disables pre-allocation
+    # Kafka's log.preallocate, off by default as in Kafka: zero-filled space ahead of the writer makes fdatasync
+    # ~1.4x faster here, but a live segment then ends in zeros that other readers take for corruption.
+    preallocate_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 1024:

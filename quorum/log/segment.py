@@ -1,9 +1,10 @@
 """One segment of the metadata log: ``<20-digit base offset>.log`` and its sparse offset index.
 
-The segment file is pre-allocated with zeros ahead of the write position: overwriting allocated blocks lets
-``fdatasync`` skip the file-size metadata update, which is most of an fsync's cost on ext4 (MEASURED.md). The
+With ``log.preallocate`` on, the segment file is zero-filled ahead of the write position: overwriting allocated
+blocks lets ``fdatasync`` skip the file-size metadata update, most of an fsync's cost on ext4 (MEASURED.md). The
 zeros are trimmed when the segment is closed or rolled, so a cleanly closed segment is byte for byte what Kafka
-writes; after a crash they are recognised and cut by recovery.
+writes; after a crash they are recognised and cut by recovery. (Off by default, as in Kafka: while the node runs,
+readers of the live file would see the zeros.)
 
 The offset index keeps one entry per ``index_interval`` bytes, as Kafka's ``.index`` does: the *last* offset of a
 batch and the batch's file position. It lives in memory (rebuilt on every open, because the metadata log is always

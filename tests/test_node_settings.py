@@ -1,0 +1,62 @@
+"""`pykraft node` settings: flags, --config files and --override merge into one NodeSettings, and a bad value is a
+ConfigError naming the property — before any directory or port is touched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pykraft.cli import build_parser
+from pykraft.node import ConfigError, settings_from_args
+from quorum.log.log import PREALLOCATE_CHUNK
+
+VOTERS = "1@127.0.0.1:19091,2@127.0.0.1:19092,3@127.0.0.1:19093"
+
+
+def settings(tmp_path: Path, *extra: str):
+    argv = ["node", "--node-id", "1", "--controller-quorum-voters", VOTERS, "--data-dir", str(tmp_path), *extra]
+    return settings_from_args(build_parser().parse_args(argv))
+
+
+def test_defaults_follow_kafka(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    assert s.node_id == 1 and sorted(s.voters) == [1, 2, 3]
+    assert s.log.preallocate_bytes == 0  # log.preallocate=false
+    assert s.log.segment_bytes == 1024 * 1024 * 1024  # metadata.log.segment.bytes
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("true", PREALLOCATE_CHUNK), ("TRUE ", PREALLOCATE_CHUNK), ("false", 0)]
+)
+def test_log_preallocate_override(tmp_path: Path, value: str, expected: int) -> None:
+    assert settings(tmp_path, "--override", f"log.preallocate={value}").log.preallocate_bytes == expected
+
+
+def test_config_file_then_override_wins(tmp_path: Path) -> None:
+    props = tmp_path / "node.properties"
+    props.write_text("metadata.log.segment.bytes=8388608\nlog.preallocate=true\n")
+    s = settings(tmp_path, "--config", str(props), "--override", "metadata.log.segment.bytes=16777216")
+    assert s.log.segment_bytes == 16 * 1024 * 1024
+    assert s.log.preallocate_bytes == PREALLOCATE_CHUNK
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("log.preallocate=yes", "log.preallocate"),
+        ("novalue", "expected NAME=VALUE"),
+        ("metadata.log.segment.bytes=abc", "metadata.log.segment.bytes must be an integer"),
+        ("metadata.log.segment.bytes=10", "metadata.log.segment.bytes"),
+        ("controller.quorum.election.timeout.ms=-5", "controller.quorum.election.timeout.ms"),
+        ("replica.placement.strategy=nope", "replica.placement.strategy"),
+    ],
+)
+def test_bad_values_are_config_errors_naming_the_property(tmp_path: Path, override: str, named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        settings(tmp_path, "--override", override)
+
+
+def test_missing_config_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"--config .*missing\.properties"):
+        settings(tmp_path, "--config", str(tmp_path / "missing.properties"))
