@@ -118,6 +118,14 @@ def run_audit(
     ).first()
     t_decode = time.perf_counter()
     state = replay(rows, as_of_offset)
+    # The state tables feed the invariants, the analytics and their own Parquet files: compute each once.
+    level = StorageLevel.MEMORY_AND_DISK
+    state = State(
+        state.topics.persist(level),
+        state.partitions.persist(level),
+        state.brokers.persist(level),
+        state.configs.persist(level),
+    )
     violations = check_all(rows, state, as_of_offset)
     tables: dict[str, DataFrame] = {
         "topics": state.topics,

@@ -32,7 +32,8 @@ def spark_session(master: str = "local[*]", app: str = "pykraft-audit", memory: 
         .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", memory)
-        .config("spark.sql.shuffle.partitions", os.environ.get("PYKRAFT_SHUFFLE_PARTITIONS", "8"))
+        .config("spark.sql.shuffle.partitions", os.environ.get("PYKRAFT_SHUFFLE_PARTITIONS", _cores(master)))
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.python.worker.reuse", "true")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
@@ -41,3 +42,11 @@ def spark_session(master: str = "local[*]", app: str = "pykraft-audit", memory: 
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(ClusterMetadataDataSource)
     return spark
+
+
+def _cores(master: str) -> str:
+    """Shuffle partitions for a local master: its core count (the metadata state is small; many tiny shuffle
+    tasks cost more than they split)."""
+    if master.startswith("local[") and master[6:-1].isdigit():
+        return master[6:-1]
+    return str(os.cpu_count() or 2) if master.startswith("local") else "16"
