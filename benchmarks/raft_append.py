@@ -47,7 +47,7 @@ def node_main(args: argparse.Namespace) -> int:
     configure_logging(json=True)
     voters = parse_voters(args.voters)
     settings = NodeSettings(node_id=args.node_id, voters=voters, data_dir=Path(args.data_dir), cluster_id="bench")
-    return run_loop(serve(settings, companion=_control))
+    return run_loop(serve(settings, companion=_control, with_controller=False))
 
 
 async def _control(node: object) -> None:

@@ -112,9 +112,10 @@ class ControllerCollector(Collector):
         yield seconds
 
 
-def serve_metrics(node: RaftNode, controller: QuorumController, host: str, port: int) -> CollectorRegistry:
+def serve_metrics(node: RaftNode, controller: QuorumController | None, host: str, port: int) -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(RaftCollector(node))
-    registry.register(ControllerCollector(controller))
+    if controller is not None:
+        registry.register(ControllerCollector(controller))
     start_http_server(port, addr=host, registry=registry)
     return registry

@@ -165,11 +165,17 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
     )
 
 
-async def serve(settings: NodeSettings, *, companion: Callable[[RaftNode], Awaitable[object]] | None = None) -> int:
+async def serve(
+    settings: NodeSettings,
+    *,
+    companion: Callable[[RaftNode], Awaitable[object]] | None = None,
+    with_controller: bool = True,
+) -> int:
     """Run the node until SIGTERM/SIGINT; a leader resigns first so a successor takes over at once.
 
     ``companion`` runs beside the node in the same loop (benchmarks drive appends from inside the process, as
-    the controller will)."""
+    the controller will). ``with_controller=False`` runs the quorum alone: the Raft benchmark appends opaque
+    records that no controller could replay."""
     structlog.contextvars.bind_contextvars(node_id=settings.node_id)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     lock = DirectoryLock(settings.data_dir)
@@ -187,11 +193,12 @@ async def serve(settings: NodeSettings, *, companion: Callable[[RaftNode], Await
         store=QuorumStateStore(metadata_log.dir),
         config=settings.raft,
     )
-    controller = QuorumController(settings.node_id, node, settings.controller)
+    controller = QuorumController(settings.node_id, node, settings.controller) if with_controller else None
     server = grpc.aio.server(options=SERVER_OPTIONS)
     node.transport.add_to_server(server)
     QuorumAdminService(node, check_record=deserialize).add_to_server(server)
-    ControllerService(controller, settings.cluster_id, settings.voters).add_to_server(server)
+    if controller is not None:
+        ControllerService(controller, settings.cluster_id, settings.voters).add_to_server(server)
     host = settings.listen_host or settings.address.host
     bind = f"[{host}]:{settings.address.port}" if ":" in host else f"{host}:{settings.address.port}"
     try:
@@ -204,7 +211,8 @@ async def serve(settings: NodeSettings, *, companion: Callable[[RaftNode], Await
         raise ConfigError(f"cannot listen on {bind}: the address is in use or not local")
     await server.start()
     node.start()
-    controller.start()
+    if controller is not None:
+        controller.start()
     if settings.metrics_port is not None:
         from pykraft.metrics import serve_metrics
 
@@ -225,7 +233,8 @@ async def serve(settings: NodeSettings, *, companion: Callable[[RaftNode], Await
     if task is not None:
         task.cancel()
     log.info("node_stopping", role=node.core.role.name if node.core else "?")
-    await controller.close()
+    if controller is not None:
+        await controller.close()
     await node.shutdown(graceful=True)
     await server.stop(grace=0.5)
     lock.release()
