@@ -6,6 +6,7 @@ version · body`` (Kafka's AbstractApiMessageSerde). Control records carry no fr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from controller.records.metadata import DATA_RECORDS
@@ -38,12 +39,31 @@ class ApiMessageAndVersion(NamedTuple):
         return type(self.message).__name__
 
 
+def _framer(cls: type[ApiMessage]) -> tuple[bytes, Callable[[ApiMessage, bytearray], None]]:
+    spec = cls.SPEC
+    version = spec.write_version  # type: ignore[attr-defined]
+    prefix = bytes((FRAME_VERSION,)) + uvarint(spec.api_key) + uvarint(version)  # type: ignore[attr-defined]
+    return prefix, spec.encoder(version)  # type: ignore[attr-defined]
+
+
+_FRAMERS = {cls: _framer(cls) for cls in DATA_RECORDS}
+
+
 def serialize(message: ApiMessage, version: int | None = None) -> bytes:
     """Frame a data record as the value of a log record.
 
     Without a version: the version Kafka 4.0 writes, or the lowest later one that can hold the message (as Kafka
     picks BrokerRegistrationChangeRecord v1 only when it carries InControlledShutdown).
     """
+    if version is None and (framer := _FRAMERS.get(type(message))) is not None:
+        # The hot path: frame header and body straight into one buffer. Any failure takes the general path
+        # below, which tries later versions and explains errors.
+        out = bytearray(framer[0])
+        try:
+            framer[1](message, out)
+            return bytes(out)
+        except Exception:
+            pass
     spec = message.SPEC
     api_key = getattr(spec, "api_key", None)
     if api_key is None:

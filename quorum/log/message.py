@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import base64
 import math
+import os
 import re
 import struct
-import uuid as _uuid
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -48,11 +48,16 @@ class Uuid(bytes):
 
     @classmethod
     def random(cls) -> Uuid:
-        # Kafka's Uuid.randomUuid: never the two reserved ids, never a string that starts with '-'.
+        # Kafka's Uuid.randomUuid: a version-4 UUID, never one of the two reserved ids, never one whose string
+        # starts with '-' (base64url's 62 in the first 6 bits).
         while True:
-            candidate = cls(_uuid.uuid4().bytes)
-            if candidate not in (ZERO_UUID, METADATA_TOPIC_ID) and not str(candidate).startswith("-"):
-                return candidate
+            raw = bytearray(os.urandom(16))
+            raw[6] = (raw[6] & 0x0F) | 0x40
+            raw[8] = (raw[8] & 0x3F) | 0x80
+            if raw[0] >> 2 != 62:
+                candidate = bytes.__new__(cls, raw)
+                if candidate != ZERO_UUID and candidate != METADATA_TOPIC_ID:
+                    return candidate
 
     @classmethod
     def from_int(cls, value: int) -> Uuid:
@@ -353,6 +358,14 @@ def _make_class(spec: Struct) -> type[ApiMessage]:
 # (struct, version) and cached.
 
 _FIXED = {p.fmt: struct.Struct(">" + p.fmt) for p in (INT8, INT16, INT32, INT64, UINT16, FLOAT64, BOOL) if p.fmt}
+# Prebuilt codecs for short arrays of fixed-width values, by length: a format string built per array costs more
+# than decoding the array (replica lists are short).
+_SHORT = 32
+
+
+def _array_codecs(fmt: str) -> tuple[list[Any], list[Any]]:
+    structs = [struct.Struct(f">{n}{fmt}") for n in range(_SHORT)]
+    return [s.pack for s in structs], [s.unpack_from for s in structs]
 
 
 def _read_len(target: str, indent: str) -> list[str]:
@@ -424,7 +437,11 @@ def _decode_value(g: _Gen, typ: Any, target: str, indent: str, nullable: bool, w
         el = typ.element
         inner = indent + "    "
         if isinstance(el, Primitive) and el.fmt:
-            L(f"{inner}n -= 1; {target} = list(_unpack('>%d{el.fmt}' % n, buf, pos)); pos += n * {el.size}")
+            unpackers = g.const(_array_codecs(el.fmt)[1], "upk")
+            L(f"{inner}n -= 1")
+            L(f"{inner}if n == 0: {target} = []")
+            L(f"{inner}elif n < {_SHORT}: {target} = list({unpackers}[n](buf, pos)); pos += n * {el.size}")
+            L(f"{inner}else: {target} = list(_unpack('>%d{el.fmt}' % n, buf, pos)); pos += n * {el.size}")
         else:
             L(f"{inner}items = []")
             L(f"{inner}for _ in range(n - 1):")
@@ -518,10 +535,15 @@ def _encode_value(g: _Gen, typ: Any, value: str, indent: str, nullable: bool, wh
         L(f"{inner}out += _uv(len(data) + 1); out += data")
     elif isinstance(typ, Array):
         g.lines.extend(null_check)
-        L(f"{inner}out += _uv(len({value}) + 1)")
+        L(f"{inner}n = len({value})")
+        L(f"{inner}if n < 0x7F: out.append(n + 1)")
+        L(f"{inner}else: out += _uv(n + 1)")
         el = typ.element
         if isinstance(el, Primitive) and el.fmt:
-            L(f"{inner}out += _pack('>%d{el.fmt}' % len({value}), *{value})")
+            packers = g.const(_array_codecs(el.fmt)[0], "pk")
+            L(f"{inner}if n == 0: pass")
+            L(f"{inner}elif n < {_SHORT}: out += {packers}[n](*{value})")
+            L(f"{inner}else: out += _pack('>%d{el.fmt}' % n, *{value})")
         else:
             L(f"{inner}for item in {value}:")
             if isinstance(el, Struct):
