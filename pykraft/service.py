@@ -37,6 +37,7 @@ class ControllerService(pb_grpc.ControllerServicer):
         self.controller = controller
         self.cluster_id = cluster_id
         self.voters = voters
+        self._templates: dict[tuple[tuple[str, str, int], ...], pb.CreateTopicsResponse.TopicResult] = {}
 
     def add_to_server(self, server: grpc.aio.Server) -> None:
         pb_grpc.add_ControllerServicer_to_server(self, server)
@@ -51,9 +52,11 @@ class ControllerService(pb_grpc.ControllerServicer):
         name: str,
         response_type: type[R],
         call: Callable[[], Awaitable[R]],
+        summarize: Callable[[R], dict[str, Any]] | None = None,
         **fields: Any,
     ) -> R:
-        """Run ``call``; turn request-level Kafka errors into the response's error fields, and log the request."""
+        """Run ``call``; turn request-level Kafka errors into the response's error fields, and log the request
+        (one line, with what ``summarize`` picks from the response)."""
         started = time.monotonic()
         error_code = Errors.NONE
         try:
@@ -65,6 +68,8 @@ class ControllerService(pb_grpc.ControllerServicer):
             error_code = e.code
             response = response_type(error_code=int(e.code), error_message=str(e), controller=self._hint())
         latency_ms = (time.monotonic() - started) * 1000
+        if summarize is not None and error_code == Errors.NONE:
+            fields.update(summarize(response))
         log.info(
             "request",
             api=name,
@@ -82,6 +87,18 @@ class ControllerService(pb_grpc.ControllerServicer):
         return timeout_ms or DEFAULT_TIMEOUT_MS
 
     # -- CreateTopics ----------------------------------------------------------------------------------------
+
+    def _configs_template(self, configs: tuple[tuple[str, str, int], ...]) -> pb.CreateTopicsResponse.TopicResult:
+        """A result carrying just these configs, built once: most topics report the same ~30 effective configs,
+        and copying them in C is ~6x cheaper than adding them one by one."""
+        template = self._templates.get(configs)
+        if template is None:
+            if len(self._templates) >= 64:
+                self._templates.clear()
+            template = self._templates[configs] = pb.CreateTopicsResponse.TopicResult(
+                configs=[pb.CreateTopicsResponse.Config(name=n, value=v, config_source=s) for n, v, s in configs]
+            )
+        return template
 
     async def CreateTopics(
         self, request: pb.CreateTopicsRequest, context: grpc.aio.ServicerContext
@@ -103,35 +120,33 @@ class ControllerService(pb_grpc.ControllerServicer):
             )
             out = pb.CreateTopicsResponse()
             for r in results:
-                item = out.topics.add(
-                    name=r.name,
-                    error_code=int(r.error.code),
-                    error_message=r.error.message or "",
-                    num_partitions=r.num_partitions,
-                    replication_factor=r.replication_factor,
-                )
+                item = out.topics.add()
+                if r.configs:
+                    item.MergeFrom(self._configs_template(r.configs))
+                item.name = r.name
+                item.error_code = int(r.error.code)
+                item.error_message = r.error.message or ""
+                item.num_partitions = r.num_partitions
+                item.replication_factor = r.replication_factor
                 if r.topic_id is not None:
                     item.topic_id = str(r.topic_id)
-                for name, value, source in r.configs:
-                    item.configs.add(name=name, value=value, config_source=source)
             return out
 
-        names = [t.name for t in request.topics]
-        response = await self._serve(
+        def summarize(response: pb.CreateTopicsResponse) -> dict[str, Any]:
+            topics = response.topics
+            return {
+                "results": {t.name: t.error_code for t in topics[:20]},
+                "failed": sum(1 for t in topics if t.error_code),
+            }
+
+        return await self._serve(
             "CreateTopics",
             pb.CreateTopicsResponse,
             call,
-            topics=names[:20],
-            topic_count=len(names),
+            summarize,
+            topic_count=len(request.topics),
             validate_only=request.validate_only,
         )
-        if response.topics:
-            log.info(
-                "create_topics_result",
-                results={t.name: t.error_code for t in list(response.topics)[:20]},
-                failed=sum(1 for t in response.topics if t.error_code),
-            )
-        return response
 
     # -- reads -----------------------------------------------------------------------------------------------
 
