@@ -49,7 +49,7 @@ class CreateTopicsRequest(_message.Message):
     topics: _containers.RepeatedCompositeFieldContainer[CreateTopicsRequest.Topic]
     timeout_ms: int
     validate_only: bool
-    def __init__(self, topics: _Optional[_Iterable[_Union[CreateTopicsRequest.Topic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+    def __init__(self, topics: _Optional[_Iterable[_Union[CreateTopicsRequest.Topic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ..., validate_only: bool = ...) -> None: ...
 
 class CreateTopicsResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "controller", "topics")
@@ -65,7 +65,7 @@ class CreateTopicsResponse(_message.Message):
         read_only: bool
         config_source: int
         is_sensitive: bool
-        def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., read_only: _Optional[bool] = ..., config_source: _Optional[int] = ..., is_sensitive: _Optional[bool] = ...) -> None: ...
+        def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., read_only: bool = ..., config_source: _Optional[int] = ..., is_sensitive: bool = ...) -> None: ...
     class TopicResult(_message.Message):
         __slots__ = ("name", "topic_id", "error_code", "error_message", "num_partitions", "replication_factor", "configs")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -190,7 +190,7 @@ class BrokerDescription(_message.Message):
     incarnation_id: str
     listeners: _containers.RepeatedCompositeFieldContainer[Listener]
     last_heartbeat_age_ms: int
-    def __init__(self, broker_id: _Optional[int] = ..., rack: _Optional[str] = ..., fenced: _Optional[bool] = ..., in_controlled_shutdown: _Optional[bool] = ..., broker_epoch: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[Listener, _Mapping]]] = ..., last_heartbeat_age_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, broker_id: _Optional[int] = ..., rack: _Optional[str] = ..., fenced: bool = ..., in_controlled_shutdown: bool = ..., broker_epoch: _Optional[int] = ..., incarnation_id: _Optional[str] = ..., listeners: _Optional[_Iterable[_Union[Listener, _Mapping]]] = ..., last_heartbeat_age_ms: _Optional[int] = ...) -> None: ...
 
 class DescribeClusterResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "controller", "cluster_id", "controller_id", "brokers")
@@ -248,7 +248,7 @@ class BrokerHeartbeatRequest(_message.Message):
     want_fence: bool
     want_shutdown: bool
     timeout_ms: int
-    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., current_metadata_offset: _Optional[int] = ..., want_fence: _Optional[bool] = ..., want_shutdown: _Optional[bool] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., current_metadata_offset: _Optional[int] = ..., want_fence: bool = ..., want_shutdown: bool = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class BrokerHeartbeatResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "controller", "is_caught_up", "is_fenced", "in_controlled_shutdown", "should_shut_down", "metadata_offset")
@@ -268,4 +268,4 @@ class BrokerHeartbeatResponse(_message.Message):
     in_controlled_shutdown: bool
     should_shut_down: bool
     metadata_offset: int
-    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., is_caught_up: _Optional[bool] = ..., is_fenced: _Optional[bool] = ..., in_controlled_shutdown: _Optional[bool] = ..., should_shut_down: _Optional[bool] = ..., metadata_offset: _Optional[int] = ...) -> None: ...
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., is_caught_up: bool = ..., is_fenced: bool = ..., in_controlled_shutdown: bool = ..., should_shut_down: bool = ..., metadata_offset: _Optional[int] = ...) -> None: ...

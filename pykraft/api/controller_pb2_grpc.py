@@ -5,7 +5,7 @@ import warnings
 
 from pykraft.api import controller_pb2 as pykraft_dot_api_dot_controller__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.78.2'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class ControllerStub:
+class ControllerStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -61,7 +61,7 @@ class ControllerStub:
                 _registered_method=True)
 
 
-class ControllerServicer:
+class ControllerServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def CreateTopics(self, request, context):
@@ -130,7 +130,7 @@ def add_ControllerServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class Controller:
+class Controller(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod

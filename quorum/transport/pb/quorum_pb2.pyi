@@ -44,7 +44,7 @@ class VoteRequest(_message.Message):
     last_offset: int
     pre_vote: bool
     correlation_id: int
-    def __init__(self, cluster_id: _Optional[str] = ..., replica_id: _Optional[int] = ..., replica_epoch: _Optional[int] = ..., last_offset_epoch: _Optional[int] = ..., last_offset: _Optional[int] = ..., pre_vote: _Optional[bool] = ..., correlation_id: _Optional[int] = ...) -> None: ...
+    def __init__(self, cluster_id: _Optional[str] = ..., replica_id: _Optional[int] = ..., replica_epoch: _Optional[int] = ..., last_offset_epoch: _Optional[int] = ..., last_offset: _Optional[int] = ..., pre_vote: bool = ..., correlation_id: _Optional[int] = ...) -> None: ...
 
 class VoteResponse(_message.Message):
     __slots__ = ("error_code", "epoch", "leader_id", "vote_granted", "pre_vote", "correlation_id")
@@ -60,7 +60,7 @@ class VoteResponse(_message.Message):
     vote_granted: bool
     pre_vote: bool
     correlation_id: int
-    def __init__(self, error_code: _Optional[int] = ..., epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., vote_granted: _Optional[bool] = ..., pre_vote: _Optional[bool] = ..., correlation_id: _Optional[int] = ...) -> None: ...
+    def __init__(self, error_code: _Optional[int] = ..., epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., vote_granted: bool = ..., pre_vote: bool = ..., correlation_id: _Optional[int] = ...) -> None: ...
 
 class BeginQuorumEpochRequest(_message.Message):
     __slots__ = ("cluster_id", "leader_id", "leader_epoch", "correlation_id")
@@ -204,7 +204,7 @@ class AppendRecordsRequest(_message.Message):
     records: _containers.RepeatedScalarFieldContainer[bytes]
     atomic: bool
     timeout_ms: int
-    def __init__(self, records: _Optional[_Iterable[bytes]] = ..., atomic: _Optional[bool] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, records: _Optional[_Iterable[bytes]] = ..., atomic: bool = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class AppendRecordsResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "base_offset", "last_offset", "epoch", "leader_id")

@@ -5,7 +5,7 @@ import warnings
 
 from quorum.transport.pb import quorum_pb2 as quorum_dot_transport_dot_pb_dot_quorum__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.78.2'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class QuorumPeerStub:
+class QuorumPeerStub(object):
     """Each node opens one long-lived stream to each peer: it writes its requests, the peer writes the responses back.
     """
 
@@ -42,7 +42,7 @@ class QuorumPeerStub:
                 _registered_method=True)
 
 
-class QuorumPeerServicer:
+class QuorumPeerServicer(object):
     """Each node opens one long-lived stream to each peer: it writes its requests, the peer writes the responses back.
     """
 
@@ -68,7 +68,7 @@ def add_QuorumPeerServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class QuorumPeer:
+class QuorumPeer(object):
     """Each node opens one long-lived stream to each peer: it writes its requests, the peer writes the responses back.
     """
 
@@ -100,7 +100,7 @@ class QuorumPeer:
             _registered_method=True)
 
 
-class QuorumAdminStub:
+class QuorumAdminStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -126,7 +126,7 @@ class QuorumAdminStub:
                 _registered_method=True)
 
 
-class QuorumAdminServicer:
+class QuorumAdminServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def DescribeQuorum(self, request, context):
@@ -176,7 +176,7 @@ def add_QuorumAdminServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class QuorumAdmin:
+class QuorumAdmin(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
