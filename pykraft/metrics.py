@@ -9,6 +9,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from controller.quorum_controller import QuorumController
+from pykraft import gc_pauses
+from pykraft.gc_pauses import GcPauses
 from quorum.raft.runtime import RaftNode
 
 ROLES = ("Unattached", "Voted", "Prospective", "Candidate", "Leader", "Follower", "Resigned")
@@ -112,10 +114,29 @@ class ControllerCollector(Collector):
         yield seconds
 
 
+class GcCollector(Collector):
+    def __init__(self, pauses: GcPauses) -> None:
+        self.pauses = pauses
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        p = self.pauses
+        count = CounterMetricFamily("pykraft_gc_pauses", "Garbage collections by generation", labels=["generation"])
+        seconds = CounterMetricFamily(
+            "pykraft_gc_pause_seconds", "Time the process stood still collecting, summed", labels=["generation"]
+        )
+        for generation in range(3):
+            count.add_metric([str(generation)], p.pauses[generation])
+            seconds.add_metric([str(generation)], p.seconds[generation])
+        yield count
+        yield seconds
+        yield GaugeMetricFamily("pykraft_gc_pause_max_seconds", "Longest collection pause", value=p.longest)
+
+
 def serve_metrics(node: RaftNode, controller: QuorumController | None, host: str, port: int) -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(RaftCollector(node))
     if controller is not None:
         registry.register(ControllerCollector(controller))
+    registry.register(GcCollector(gc_pauses.install()))
     start_http_server(port, addr=host, registry=registry)
     return registry

@@ -22,6 +22,7 @@ import structlog
 from controller.placement import PLACERS
 from controller.quorum_controller import ControllerSettings, QuorumController
 from controller.records import deserialize
+from pykraft import gc_pauses
 from pykraft.service import ControllerService
 from quorum.log.log import PREALLOCATE_CHUNK, LogConfig, LogCorruptionError, MetadataLog
 from quorum.log.meta_properties import DirectoryLock, StorageIdentityError, ensure_meta_properties, read_properties
@@ -177,6 +178,7 @@ async def serve(
     the controller will). ``with_controller=False`` runs the quorum alone: the Raft benchmark appends opaque
     records that no controller could replay."""
     structlog.contextvars.bind_contextvars(node_id=settings.node_id)
+    gc_pauses.install()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     lock = DirectoryLock(settings.data_dir)
     try:
