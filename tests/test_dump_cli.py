@@ -35,7 +35,7 @@ from pykraft import demo
 from pykraft.cli import main
 from quorum.log.batch import CRC_START, build_batch
 from quorum.log.control import encode_control
-from quorum.log.log import METADATA_PARTITION_DIR, MetadataLog
+from quorum.log.log import METADATA_PARTITION_DIR, PREALLOCATE_CHUNK, LogConfig, MetadataLog
 
 REPO = Path(__file__).resolve().parent.parent
 SEGMENT = "00000000000000000000.log"
@@ -530,7 +530,8 @@ def test_trailing_zeros_are_preallocation_not_damage(segment_copy: Path, demo_du
 
 def test_unclosed_log_with_preallocated_tail(tmp_path: Path) -> None:
     """A log whose writer has not closed it yet ends in pre-allocated zeros; dump reads it as it is."""
-    with structlog.testing.capture_logs(), MetadataLog.open(tmp_path) as log:
+    preallocating = LogConfig(preallocate_bytes=PREALLOCATE_CHUNK)  # log.preallocate=true
+    with structlog.testing.capture_logs(), MetadataLog.open(tmp_path, preallocating) as log:
         log.append(build_batch([(None, serialize(TopicRecord(name="t", topic_id=Uuid.from_int(7))))], epoch=1))
         log.flush()
         segment = tmp_path / METADATA_PARTITION_DIR / SEGMENT
