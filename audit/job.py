@@ -1,7 +1,7 @@
 """``pykraft audit``: read an exported ``__cluster_metadata`` directory with Spark, rebuild the state, check the
 invariants, compute analytics, and write Parquet tables, ``report.html`` and a short summary.
 
-Decoding happens once: the rows are cached (memory, spilling to disk) and every later step reads the cache.
+Decoding happens once, into the ``records`` Parquet table; every later step reads that table.
 """
 
 from __future__ import annotations
@@ -110,7 +110,10 @@ def run_audit(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = select_files(log_dir, from_start)
-    rows = read_rows(spark, log_dir, from_start=from_start).persist(StorageLevel.MEMORY_AND_DISK)
+    # Decode once, into the `records` table: every later step reads its Parquet (column-pruned, vectorised),
+    # which measured faster than caching the decoded rows in memory, and analysts get the decoded log.
+    read_rows(spark, log_dir, from_start=from_start).write.mode("overwrite").parquet(str(out / "records"))
+    rows = spark.read.parquet(str(out / "records"))
     stats = rows.agg(
         F.count("*").alias("records"),
         F.sum(F.when(F.col("error").isNotNull(), 1).otherwise(0)).alias("errors"),
@@ -135,7 +138,7 @@ def run_audit(
         "violations": violations,
         **analytics(rows, state),
     }
-    counts: dict[str, int] = {}
+    counts: dict[str, int] = {"records": int(stats["records"] or 0)}
     collected: dict[str, list[dict[str, Any]]] = {}
     for name, df in tables.items():
         df = df.persist(StorageLevel.MEMORY_AND_DISK)
@@ -166,7 +169,6 @@ def run_audit(
         from audit.report import write_report
 
         write_report(out, result, collected)
-    rows.unpersist()
     done = time.perf_counter()
     result.seconds = {
         "decode": t_decode - started,

@@ -53,6 +53,7 @@ def generate(data_dir: Path, records: int, seed: int = 1) -> int:
     written = 0
     epochs = {b: 0 for b in range(1, BROKERS + 1)}
     topics: list[tuple[Uuid, int]] = []
+    state: dict[tuple[Uuid, int], tuple[list[int], int]] = {}  # (topic, partition) -> (replicas, leader)
     pending: list[bytes] = []
 
     def flush() -> None:
@@ -100,6 +101,7 @@ def generate(data_dir: Path, records: int, seed: int = 1) -> int:
                 )
             for p in range(parts):
                 replicas = rng.sample(range(1, BROKERS + 1), rf)
+                state[(tid, p)] = (replicas, replicas[0])
                 add(
                     PartitionRecord(
                         partition_id=p,
@@ -117,13 +119,21 @@ def generate(data_dir: Path, records: int, seed: int = 1) -> int:
             flush()
         elif roll < 0.85:
             for _ in range(100):
+                # A valid change, as a controller would write: a new leader from the replicas (30%), an ISR that
+                # holds the leader and a random subset of the other replicas.
                 tid, parts = rng.choice(topics)
+                p = rng.randrange(parts)
+                replicas, leader = state[(tid, p)]
+                new_leader = rng.choice(replicas) if rng.random() < 0.3 else leader
+                others = [b for b in replicas if b != new_leader]
+                isr = sorted([new_leader, *rng.sample(others, rng.randint(0, len(others)))])
+                state[(tid, p)] = (replicas, new_leader)
                 add(
                     PartitionChangeRecord(
-                        partition_id=rng.randrange(parts),
+                        partition_id=p,
                         topic_id=tid,
-                        leader=rng.randint(1, BROKERS) if rng.random() < 0.3 else -2,
-                        isr=sorted(rng.sample(range(1, BROKERS + 1), 2)),
+                        leader=new_leader if new_leader != leader else -2,
+                        isr=isr,
                     )
                 )
             flush()

@@ -193,7 +193,9 @@ def history() -> tuple[LogBuilder, int]:
         partition(G2, 0, [1, 2]),
         partition(G2, 1, [2, 1]),
     )
-    # a reassignment of alpha-0 onto broker 4, and alpha-2 getting a leader again
+    # alpha-2 set again by a full PartitionRecord (its earlier change no longer counts), then given a leader again;
+    # a reassignment of alpha-0 onto broker 4
+    b.add(partition(A, 2, [3, 1, 2], isr=[3], leader=3, leader_epoch=5, partition_epoch=7))
     b.add(
         pchange(A, 2, leader=2, isr=[3, 2]),
         pchange(A, 0, replicas=[1, 2, 3, 4], adding_replicas=[4], removing_replicas=[1]),
@@ -226,6 +228,10 @@ def test_replay_equals_the_controllers_replay(known: tuple[LogBuilder, int, Any]
     assert 5 not in expected["brokers"] and not expected["brokers"][3]["in_controlled_shutdown"]
     assert expected["partitions"][(str(A), 0)]["replicas"] == [2, 3, 4]
     assert expected["partitions"][(str(A), 1)]["leader_epoch"] == 4
+    assert (
+        expected["partitions"][(str(A), 2)]["leader_epoch"],
+        expected["partitions"][(str(A), 2)]["partition_epoch"],
+    ) == (6, 8)
     assert expected["configs"][(2, "gamma", "min.insync.replicas")] == "2"
     assert (2, "gamma", "retention.ms") not in expected["configs"]
     assert (2, "beta", "segment.bytes") not in expected["configs"]
