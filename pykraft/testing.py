@@ -43,6 +43,7 @@ class NodeProcess:
     args: list[str]
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
+    paused: bool = False
 
     @property
     def address(self) -> str:
@@ -56,21 +57,40 @@ class NodeProcess:
         out.close()
 
     @property
-    def running(self) -> bool:
+    def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def running(self) -> bool:
+        """Alive and not paused: a node that can answer."""
+        return self.alive and not self.paused
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stands still (a long GC pause, a frozen VM), its sockets stay open."""
+        assert self.proc is not None and self.alive
+        self.proc.send_signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        if self.paused and self.alive:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
 
     def kill(self) -> None:
         """kill -9: no resignation, no flush."""
-        if self.running:
+        if self.alive:
             assert self.proc is not None
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
+        self.paused = False
 
     def terminate(self, timeout: float = 15) -> int:
         """SIGTERM: a graceful stop (a leader resigns first)."""
         assert self.proc is not None
-        if self.running:
+        if self.alive:
             self.proc.send_signal(signal.SIGTERM)
+            self.resume()  # a stopped process handles SIGTERM once continued
         return self.proc.wait(timeout)
 
 
@@ -111,7 +131,7 @@ class Cluster:
 
     def stop(self) -> None:
         for node in self.nodes.values():
-            if node.running:
+            if node.alive:
                 try:
                     node.terminate(timeout=10)
                 except subprocess.TimeoutExpired:
