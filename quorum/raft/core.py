@@ -307,9 +307,12 @@ class RaftCore:
             # Kafka: a leader restarting comes back Resigned in the same epoch, so it never reuses the epoch.
             return Resigned(epoch, self.id, self._election_deadline(now), self.others)
         if state.leader_id in self.others:
-            deadline = now + self.config.fetch_timeout_ms
             return Follower(
-                epoch, state.leader_id, deadline, voted_id=state.voted_id, fetch_timeout_ms=self.config.fetch_timeout_ms
+                epoch,
+                state.leader_id,
+                self._fetch_deadline(now),
+                voted_id=state.voted_id,
+                fetch_timeout_ms=self.config.fetch_timeout_ms,
             )
         if state.voted_id >= 0:
             return Voted(epoch, state.voted_id, self._election_deadline(now))
@@ -317,6 +320,13 @@ class RaftCore:
 
     def _persist(self, epoch: int, leader_id: int, voted_id: int) -> None:
         self.store.write(ElectionState(leader_epoch=epoch, leader_id=leader_id, voted_id=voted_id, voters=self.voters))
+
+    def _fetch_deadline(self, now: int) -> int:
+        # Jittered, unlike Kafka's: followers of a silent (paused) leader all reset this timer on the same last
+        # fetch, so without jitter they go to pre-vote together, both win it, and split the vote in the next
+        # epoch. A split with the old leader silent is never a rejection by a majority, so it costs a whole
+        # election timeout (1-2 s). A quarter of the election timeout of jitter makes that rare.
+        return now + self.config.fetch_timeout_ms + self.rng.randrange(self.config.election_timeout_ms // 4 + 1)
 
     def _election_deadline(self, now: int) -> int:
         t = self.config.election_timeout_ms
@@ -352,8 +362,9 @@ class RaftCore:
     def _to_follower(self, epoch: int, leader_id: int, now: int, reason: str) -> None:
         voted = self.role.voted_id if self.role.epoch == epoch else -1
         self._persist(epoch, leader_id, voted)
-        deadline = now + self.config.fetch_timeout_ms
-        f = Follower(epoch, leader_id, deadline, voted_id=voted, fetch_timeout_ms=self.config.fetch_timeout_ms)
+        f = Follower(
+            epoch, leader_id, self._fetch_deadline(now), voted_id=voted, fetch_timeout_ms=self.config.fetch_timeout_ms
+        )
         self._become(f, now, reason)
         if self._flush_in_flight or self._flush_needed:
             # A fetch offset tells the leader what we hold durably: what was appended before (as a follower that
@@ -674,7 +685,7 @@ class RaftCore:
             f.fetch_sent_ms = now + self.config.retry_backoff_ms  # retry after a backoff
             return
         f.last_fetch_ok_ms = now
-        f.fetch_deadline = now + self.config.fetch_timeout_ms
+        f.fetch_deadline = self._fetch_deadline(now)
         if f.leader_unreachable:
             f.leader_unreachable = False
             if not f.leader_resigned:
