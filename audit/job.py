@@ -50,6 +50,7 @@ def read_rows(
     spark: SparkSession, log_dir: str | Path, *, from_start: bool = False, json_column: bool = False
 ) -> DataFrame:
     reader = spark.read.format("cluster_metadata").option("fromStart", str(from_start).lower())
+    reader = reader.option("minPartitions", 4 * spark.sparkContext.defaultParallelism)
     return reader.option("json", str(json_column).lower()).load(str(log_dir))
 
 

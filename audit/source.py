@@ -5,8 +5,10 @@
 
 Options: ``fromStart`` (read every log segment even when a snapshot covers its beginning; default false: the newest
 snapshot, then the log from its end offset), ``json`` (add the whole record as JSON; default false), ``splitBytes``
-(partition size, default 64 MiB). The driver only lists files and splits them at batch boundaries; executors open,
-decode and turn records into Arrow rows (audit.decode) — nothing is collected to the driver.
+(largest partition, default 64 MiB), ``minPartitions`` (split finer until there are about this many; default 1 —
+:func:`audit.job.read_rows` asks for four per core). The driver only lists files and splits them at batch
+boundaries; executors open, decode and turn records into Arrow rows (audit.decode) — nothing is collected to the
+driver.
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ class ClusterMetadataReader(DataSourceReader):
         if snap is not None:
             first = snap[0]
         split = int(self.options.get("splitbytes", 64 * 1024 * 1024))
-        return [_Partition(r, self.with_json, first) for r in plan_ranges(files, split)]
+        min_ranges = int(self.options.get("minpartitions", 1))
+        return [_Partition(r, self.with_json, first) for r in plan_ranges(files, split, min_ranges)]
 
     def read(self, partition: InputPartition) -> Iterator:  # type: ignore[override]
         assert isinstance(partition, _Partition)

@@ -394,6 +394,19 @@ def test_plan_ranges_splits_only_at_batch_boundaries(tmp_path: Path) -> None:
     assert plan_ranges([path]) == [FileRange(str(path), 0, size, "log")]  # a small file: one range
 
 
+def test_plan_ranges_splits_finer_for_min_ranges(tmp_path: Path) -> None:
+    # plan_ranges reads only the 12-byte headers (base offset, length): 80 "batches" of 64 KiB, 5 MiB in all.
+    path = tmp_path / "00000000000000000000.log"
+    batch = (0).to_bytes(8, "big") + (65536 - 12).to_bytes(4, "big") + bytes(65536 - 12)
+    path.write_bytes(batch * 80)
+    assert len(plan_ranges([path])) == 1
+    ranges = plan_ranges([path], min_ranges=4)
+    assert len(ranges) == 4 and ranges[0].start == 0 and ranges[-1].end == 80 * 65536
+    assert all(r.end - r.start == 20 * 65536 for r in ranges), ranges  # equal: no core waits on a long last range
+    # Never finer than 1 MiB, however many are asked for (a range's task costs more than a few batches).
+    assert len(plan_ranges([path], min_ranges=100)) == 5
+
+
 def test_decoding_every_range_gives_exactly_the_rows_of_the_whole_file(tmp_path: Path) -> None:
     path, log = big_log(tmp_path)
     whole = decode(path, with_json=True)
