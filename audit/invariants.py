@@ -106,17 +106,23 @@ def check_all(rows: DataFrame, state: State, as_of_offset: int | None = None) ->
 
     # -- partitions
     part_rows = r.where(F.col("record_type").isin("PartitionRecord", "PartitionChangeRecord"))
-    # The topic must exist at the record: the last TopicRecord / RemoveTopicRecord of its id before it is a creation.
-    topic_events = r.where(F.col("record_type").isin("TopicRecord", "RemoveTopicRecord")).select(
-        "topic_id", "order", (F.col("record_type") == "TopicRecord").alias("_live")
+    # The topic must exist at the record: some TopicRecord of its id before it, with no RemoveTopicRecord between.
+    # Topic lifetimes are few (one per creation), so they are broadcast and the partition rows never shuffle.
+    created = r.where("record_type = 'TopicRecord'").select("topic_id", F.col("order").alias("born"))
+    removals = r.where("record_type = 'RemoveTopicRecord'").select("topic_id", F.col("order").alias("died"))
+    lifetimes = (
+        created.join(removals, "topic_id", "left")
+        .groupBy("topic_id", "born")
+        .agg(F.min(F.when(F.col("died") > F.col("born"), F.col("died"))).alias("died"))
     )
-    before = Window.partitionBy("topic_id").orderBy("order").rowsBetween(Window.unboundedPreceding, -1)
-    orphans = (
-        part_rows.withColumn("_live", F.lit(None).cast("boolean"))
-        .unionByName(topic_events, allowMissingColumns=True)
-        .withColumn("_live_before", F.last("_live", ignorenulls=True).over(before))
-        .where(F.col("record_type").isNotNull() & (F.col("_live_before").isNull() | ~F.col("_live_before")))
+    lives = F.broadcast(lifetimes.withColumnRenamed("topic_id", "_tid"))
+    alive = (
+        (F.col("_tid") == F.col("topic_id"))
+        & (F.col("born") < F.col("order"))
+        & (F.col("died").isNull() | (F.col("died") > F.col("order")))
     )
+    first_born = F.broadcast(created.groupBy("topic_id").agg(F.min("born").alias("_first_born")))
+    orphans = part_rows.join(lives, alive, "left_anti").join(first_born, "topic_id", "left")
     found.append(
         _finding(
             orphans,
@@ -126,7 +132,7 @@ def check_all(rows: DataFrame, state: State, as_of_offset: int | None = None) ->
                 "record_type",
                 "partition_id",
                 "topic_id",
-                F.when(F.col("_live_before").isNull(), "does not exist yet").otherwise("was removed before it"),
+                F.when(F.col("_first_born") < F.col("order"), "was removed before it").otherwise("does not exist yet"),
             ),
         )
     )
@@ -253,12 +259,20 @@ def check_all(rows: DataFrame, state: State, as_of_offset: int | None = None) ->
         .groupBy("broker_id")
         .agg(F.min("order").alias("registered_order"))
     )
+    # One row per broker, so it is read once into a map literal: each partition row is then checked where it
+    # lies, with no explode-and-join of every replica of every record (3x the rows, shuffled).
+    first = {row["broker_id"]: row["registered_order"] for row in registered.collect()}
+    known = F.create_map(*[F.lit(v) for kv in sorted(first.items()) for v in kv]) if first else None
+
+    def registered_after(broker: F.Column) -> F.Column:
+        at = known[broker] if known is not None else F.lit(None).cast("long")
+        return at.isNull() | (at > F.col("order"))
+
+    named = F.array_union(F.coalesce("replicas", F.array()), F.coalesce("isr", F.array()))
     refs = (
-        part_rows.select(
-            "*", F.explode(F.array_union(F.coalesce("replicas", F.array()), F.coalesce("isr", F.array()))).alias("ref")
-        )
-        .join(registered.withColumnRenamed("broker_id", "ref"), "ref", "left")
-        .where(F.col("registered_order").isNull() | (F.col("registered_order") > F.col("order")))
+        part_rows.select("*", F.filter(named, registered_after).alias("_unregistered"))
+        .where(F.size("_unregistered") > 0)
+        .select("*", F.explode("_unregistered").alias("ref"))
     )
     found.append(
         _finding(

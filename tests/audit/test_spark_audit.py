@@ -288,6 +288,8 @@ def broken_log() -> tuple[LogBuilder, dict[tuple[str, int | None], int], int]:
     at("partition_epochs_increase", b.add(partition(t[1], 0, [1, 2], leader_epoch=3, partition_epoch=3)))
     b.add(TopicRecord(name="t9", topic_id=t[9]))
     at("brokers_registered", b.add(partition(t[9], 0, [1, 9], [1, 9])))  # broker 9 never registered
+    at("brokers_registered", b.add(partition(t[9], 1, [4, 1], [4, 1], leader=4)))  # broker 4 registers only later
+    b.add(register(4, 3, "r1"))
     b.add(TopicRecord(name="t10", topic_id=t[10]), partition(t[10], 0, [1, 2]))
     b.add(RemoveTopicRecord(topic_id=t[10]))
     at("partition_of_existing_topic", b.add(pchange(t[10], 0, isr=[1])))  # t10 is gone
@@ -329,7 +331,8 @@ def test_every_invariant_fires_where_it_is_broken(spark: Any, tmp_path: Path) ->
     assert str(path) in garbage["explanation"] and f"byte {garbage_at}" in garbage["explanation"]
     crc = by_check["crc_valid"]
     assert crc["file"] == str(path) and f"batch at byte {crc['position']}" in crc["explanation"]
-    assert "broker 9" in by_check["brokers_registered"]["explanation"]
+    unregistered = [v["explanation"] for v in found if v["check"] == "brokers_registered"]
+    assert sorted(int(e.split("names broker ")[1].split(",")[0]) for e in unregistered) == [4, 9], unregistered
     assert "epoch 1 follows epoch 2" in by_check["epochs_non_decreasing"]["explanation"]
     orphans = sorted(v["explanation"] for v in found if v["check"] == "partition_of_existing_topic")
     assert orphans[0].endswith("was removed before it") and orphans[1].endswith("does not exist yet"), orphans
