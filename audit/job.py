@@ -141,16 +141,20 @@ def run_audit(
     }
     counts: dict[str, int] = {"records": int(stats["records"] or 0)}
     collected: dict[str, list[dict[str, Any]]] = {}
-    for name, df in tables.items():
-        df = df.persist(StorageLevel.MEMORY_AND_DISK)
-        df.write.mode("overwrite").parquet(str(out / name))
-        counts[name] = df.count()
-        if name not in ("partitions", "topics", "configs") or counts[name] <= 2000:
-            collected[name] = [r.asDict() for r in df.limit(2000).collect()]
-    violation_counts = {
-        r["check"]: r["n"] for r in tables["violations"].groupBy("check").agg(F.count("*").alias("n")).collect()
-    }
-    fenced = tables["brokers"].where("fenced").count()
+    try:
+        for name in list(tables):
+            df = tables[name] = tables[name].persist(level)
+            df.write.mode("overwrite").parquet(str(out / name))
+            counts[name] = df.count()
+            if name not in ("partitions", "topics", "configs") or counts[name] <= 2000:
+                collected[name] = [r.asDict() for r in df.limit(2000).collect()]
+        violation_counts = {
+            r["check"]: r["n"] for r in tables["violations"].groupBy("check").agg(F.count("*").alias("n")).collect()
+        }
+        fenced = tables["brokers"].where("fenced").count()
+    finally:
+        for df in (*tables.values(), state.topics, state.partitions, state.brokers, state.configs):
+            df.unpersist()  # a long-lived session (a notebook, the benchmark) must not keep every run's tables
     t_tables = time.perf_counter()
     result = AuditResult(
         out=out,
