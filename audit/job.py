@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from audit.invariants import check_all
+from audit.records import read_records, write_records
 from audit.replay import State, replay
 from audit.source import select_files
 
@@ -111,15 +112,10 @@ def run_audit(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = select_files(log_dir, from_start)
-    # Decode once, into the `records` table: every later step reads its Parquet (column-pruned, vectorised),
-    # which measured faster than caching the decoded rows in memory, and analysts get the decoded log.
-    read_rows(spark, log_dir, from_start=from_start).write.mode("overwrite").parquet(str(out / "records"))
-    rows = spark.read.parquet(str(out / "records"))
-    stats = rows.agg(
-        F.count("*").alias("records"),
-        F.sum(F.when(F.col("error").isNotNull(), 1).otherwise(0)).alias("errors"),
-        F.max("offset").alias("last_offset"),
-    ).first()
+    # Decode once, into the `records` table: every later step reads its Parquet (column-pruned, vectorised, only
+    # the record types it needs), and analysts get the decoded log.
+    written = write_records(spark, log_dir, out / "records", from_start=from_start)
+    rows = read_records(spark, out / "records")
     t_decode = time.perf_counter()
     state = replay(rows, as_of_offset)
     # The state tables feed the invariants, the analytics and their own Parquet files: compute each once.
@@ -139,7 +135,7 @@ def run_audit(
         "violations": violations,
         **analytics(rows, state),
     }
-    counts: dict[str, int] = {"records": int(stats["records"] or 0)}
+    counts: dict[str, int] = {"records": written.records}
     collected: dict[str, list[dict[str, Any]]] = {}
     try:
         for name in list(tables):
@@ -158,13 +154,13 @@ def run_audit(
     t_tables = time.perf_counter()
     result = AuditResult(
         out=out,
-        records=int(stats["records"] or 0),
-        batches_with_errors=int(stats["errors"] or 0),
+        records=written.records,
+        batches_with_errors=written.errors,
         tables=counts,
         violations=violation_counts,
         summary={
             "files": len(files),
-            "last_offset": stats["last_offset"],
+            "last_offset": written.last_offset,
             "fenced_brokers": fenced,
             "as_of_offset": as_of_offset,
             "log_dir": str(log_dir),

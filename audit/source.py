@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
@@ -23,6 +24,8 @@ from audit.decode import FileRange, decode_range, plan_ranges, spark_schema
 from quorum.log.log import METADATA_PARTITION_DIR
 from quorum.log.reader import SNAPSHOT_SUFFIX, parse_snapshot_name
 from quorum.log.segment import SUFFIX
+
+DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
 
 
 class AuditInputError(ValueError):
@@ -59,6 +62,22 @@ def select_files(path: str | Path, from_start: bool = False) -> list[Path]:
     return [newest, *keep]
 
 
+def plan(path: str | Path, from_start: bool, split_bytes: int, min_ranges: int) -> tuple[list[FileRange], int]:
+    """The ranges to decode, and the first log offset to keep: a snapshot read first covers the log below it."""
+    files = select_files(path, from_start)
+    snap = parse_snapshot_name(files[0]) if files else None
+    return plan_ranges(files, split_bytes, min_ranges), snap[0] if snap is not None else 0
+
+
+def read_range(r: FileRange, with_json: bool, first_log_offset: int) -> Iterator[pa.RecordBatch]:
+    """:func:`decode_range`, leaving out log records the snapshot already holds."""
+    for batch in decode_range(r, with_json=with_json):
+        if first_log_offset and r.source == "log":
+            mask = [o is None or o >= first_log_offset for o in batch.column("offset").to_pylist()]
+            batch = batch.filter(mask)
+        yield batch
+
+
 class _Partition(InputPartition):
     def __init__(self, r: FileRange, with_json: bool, first_log_offset: int) -> None:
         super().__init__(r.path)
@@ -77,23 +96,14 @@ class ClusterMetadataReader(DataSourceReader):
         path = self.options.get("path")
         if not path:
             raise AuditInputError("cluster_metadata: give the log directory, e.g. .load('/data/__cluster_metadata-0')")
-        files = select_files(path, _truthy(self.options.get("fromstart")))
-        first = 0
-        snap = parse_snapshot_name(files[0]) if files else None
-        if snap is not None:
-            first = snap[0]
-        split = int(self.options.get("splitbytes", 64 * 1024 * 1024))
+        split = int(self.options.get("splitbytes", DEFAULT_SPLIT_BYTES))
         min_ranges = int(self.options.get("minpartitions", 1))
-        return [_Partition(r, self.with_json, first) for r in plan_ranges(files, split, min_ranges)]
+        ranges, first = plan(path, _truthy(self.options.get("fromstart")), split, min_ranges)
+        return [_Partition(r, self.with_json, first) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator:  # type: ignore[override]
         assert isinstance(partition, _Partition)
-        for batch in decode_range(partition.range, with_json=partition.with_json):
-            if partition.first_log_offset and partition.range.source == "log":
-                # Log records the newest snapshot already covers are left out (they are in the snapshot).
-                mask = [o is None or o >= partition.first_log_offset for o in batch.column("offset").to_pylist()]
-                batch = batch.filter(mask)
-            yield batch
+        yield from read_range(partition.range, partition.with_json, partition.first_log_offset)
 
 
 class ClusterMetadataDataSource(DataSource):

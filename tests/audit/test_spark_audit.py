@@ -34,6 +34,7 @@ from audit_helpers import (
 from audit.decode import FileRange, arrow_schema, decode_range, spark_schema
 from audit.invariants import COLUMNS, check_all
 from audit.job import read_rows, run_audit
+from audit.records import read_records, write_records
 from audit.replay import replay
 from controller.records import (
     ConfigRecord,
@@ -336,6 +337,30 @@ def test_every_invariant_fires_where_it_is_broken(spark: Any, tmp_path: Path) ->
     assert "epoch 1 follows epoch 2" in by_check["epochs_non_decreasing"]["explanation"]
     orphans = sorted(v["explanation"] for v in found if v["check"] == "partition_of_existing_topic")
     assert orphans[0].endswith("was removed before it") and orphans[1].endswith("does not exist yet"), orphans
+
+
+def test_records_table_holds_exactly_the_data_source_rows(spark: Any, tmp_path: Path) -> None:
+    """The executors write the records table with pyarrow, a directory per record type; read back, it is the
+    data source's rows, column for column, error rows (a null type) included."""
+    log, _, _ = broken_log()
+    log.write(tmp_path / "log")
+    written = write_records(spark, tmp_path / "log", tmp_path / "records")
+    table = read_records(spark, tmp_path / "records")
+    source = read_rows(spark, tmp_path / "log")
+    assert sorted(table.columns) == sorted(source.columns)
+    key = ["offset", "position", "record_type", "error"]
+    got = sorted(tuple(map(str, r)) for r in table.select(*source.columns).collect())
+    want = sorted(tuple(map(str, r)) for r in source.collect())
+    assert got == want
+    assert written.records == len(want) and written.errors == sum(1 for r in source.collect() if r["error"])
+    assert written.last_offset == max(r["offset"] for r in source.select(*key).collect() if r["offset"] is not None)
+    dirs = sorted(p.name for p in (tmp_path / "records").iterdir())
+    assert "record_type=TopicRecord" in dirs and "record_type=__HIVE_DEFAULT_PARTITION__" in dirs, dirs
+    # Rewriting replaces the table; a type's filter reads only its directory.
+    write_records(spark, tmp_path / "log", tmp_path / "records")
+    assert read_records(spark, tmp_path / "records").count() == len(want)
+    topics = read_records(spark, tmp_path / "records").where("record_type = 'TopicRecord'")
+    assert "PartitionFilters: [isnotnull(record_type" in topics._jdf.queryExecution().executedPlan().toString()
 
 
 def test_run_audit_in_a_long_lived_session_leaves_nothing_cached(spark: Any, tmp_path: Path) -> None:
