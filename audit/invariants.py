@@ -104,78 +104,119 @@ def check_all(rows: DataFrame, state: State, as_of_offset: int | None = None) ->
         )
     )
 
-    # -- partitions
+    # -- partitions: the per-record rules in one pass over the partition rows (most of a log): each rule gives a
+    # (check, explanation) or nothing, and the rows with something become findings.
     part_rows = r.where(F.col("record_type").isin("PartitionRecord", "PartitionChangeRecord"))
-    # The topic must exist at the record: some TopicRecord of its id before it, with no RemoveTopicRecord between.
-    # Topic lifetimes are few (one per creation), so they are broadcast and the partition rows never shuffle.
-    created = r.where("record_type = 'TopicRecord'").select("topic_id", F.col("order").alias("born"))
-    removals = r.where("record_type = 'RemoveTopicRecord'").select("topic_id", F.col("order").alias("died"))
+    full = F.col("record_type") == "PartitionRecord"
+    # The topic must exist at the record: the last TopicRecord / RemoveTopicRecord of its id before it is a
+    # creation. Lifetimes run from a creation to the id's next event; they never overlap, are few, and are
+    # broadcast, so each partition row finds its lifetime (or none) where it lies.
+    topic_events = r.where(F.col("record_type").isin("TopicRecord", "RemoveTopicRecord"))
     lifetimes = (
-        created.join(removals, "topic_id", "left")
-        .groupBy("topic_id", "born")
-        .agg(F.min(F.when(F.col("died") > F.col("born"), F.col("died"))).alias("died"))
+        topic_events.select(
+            F.col("topic_id").alias("_tid"),
+            F.col("order").alias("_born"),
+            F.lead("order").over(Window.partitionBy("topic_id").orderBy("order")).alias("_ends"),
+            "record_type",
+        )
+        .where("record_type = 'TopicRecord'")
+        .drop("record_type")
     )
-    lives = F.broadcast(lifetimes.withColumnRenamed("topic_id", "_tid"))
     alive = (
         (F.col("_tid") == F.col("topic_id"))
-        & (F.col("born") < F.col("order"))
-        & (F.col("died").isNull() | (F.col("died") > F.col("order")))
+        & (F.col("_born") < F.col("order"))
+        & (F.col("_ends").isNull() | (F.col("_ends") > F.col("order")))
     )
-    first_born = F.broadcast(created.groupBy("topic_id").agg(F.min("born").alias("_first_born")))
-    orphans = part_rows.join(lives, alive, "left_anti").join(first_born, "topic_id", "left")
-    found.append(
-        _finding(
-            orphans,
-            "partition_of_existing_topic",
-            F.format_string(
-                "%s for partition %d of topic id %s, which %s",
-                "record_type",
-                "partition_id",
-                "topic_id",
-                F.when(F.col("_first_born") < F.col("order"), "was removed before it").otherwise("does not exist yet"),
-            ),
-        )
+    # Brokers must be registered before a record names them. The first registration per broker is one row per
+    # broker, so it is read into a map literal and looked up in place (no explode-and-join of every replica).
+    registered = (
+        r.where("record_type = 'RegisterBrokerRecord'")
+        .groupBy("broker_id")
+        .agg(F.min("order").alias("registered_order"))
     )
-    with_replicas = part_rows.where(F.col("replicas").isNotNull())
-    found.append(
-        _finding(
-            with_replicas.where(F.size(F.array_distinct("replicas")) != F.size("replicas")),
-            "replicas_distinct",
+    first = {row["broker_id"]: row["registered_order"] for row in registered.collect()}
+    known = F.create_map(*[F.lit(v) for kv in sorted(first.items()) for v in kv]) if first else None
+
+    def not_yet_registered(broker: F.Column) -> F.Column:
+        at = known[broker] if known is not None else F.lit(None).cast("long")
+        return at.isNull() | (at > F.col("order"))
+
+    named = F.array_union(F.coalesce("replicas", F.array()), F.coalesce("isr", F.array()))
+
+    where = F.format_string("partition %d of topic id %s", "partition_id", "topic_id")
+    rules = {  # check -> (broken, explanation)
+        "partition_of_existing_topic": (
+            F.col("_born").isNull(),
+            F.format_string("%s for %s, which ", "record_type", where),  # the rest once it is known, below
+        ),
+        "replicas_distinct": (
+            F.col("replicas").isNotNull() & (F.size(F.array_distinct("replicas")) != F.size("replicas")),
+            F.format_string("%s lists replicas %s with a repeat", where, F.array_join("replicas", ",")),
+        ),
+        "isr_subset_of_replicas": (
+            full & (F.size(F.array_except("isr", "replicas")) > 0),
             F.format_string(
-                "partition %d of topic id %s lists replicas %s with a repeat",
-                "partition_id",
-                "topic_id",
-                F.array_join("replicas", ","),
-            ),
-        )
-    )
-    records_full = r.where("record_type = 'PartitionRecord'")
-    found.append(
-        _finding(
-            records_full.where(F.size(F.array_except("isr", "replicas")) > 0),
-            "isr_subset_of_replicas",
-            F.format_string(
-                "partition %d of topic id %s: ISR [%s] is not within replicas [%s]",
-                "partition_id",
-                "topic_id",
+                "%s: ISR [%s] is not within replicas [%s]",
+                where,
                 F.array_join("isr", ","),
                 F.array_join("replicas", ","),
             ),
-        )
-    )
-    found.append(
-        _finding(
-            records_full.where((F.col("leader") != -1) & ~F.array_contains("isr", F.col("leader"))),
-            "leader_in_isr",
-            F.format_string(
-                "partition %d of topic id %s: leader %d is not in ISR [%s]",
-                "partition_id",
-                "topic_id",
-                "leader",
-                F.array_join("isr", ","),
+        ),
+        "leader_in_isr": (
+            full & (F.col("leader") != -1) & ~F.array_contains("isr", F.col("leader")),
+            F.format_string("%s: leader %d is not in ISR [%s]", where, "leader", F.array_join("isr", ",")),
+        ),
+    }
+    findings = [
+        F.array(F.when(broken, F.struct(F.lit(check).alias("check"), explanation.alias("explanation"))))
+        for check, (broken, explanation) in rules.items()
+    ]
+    findings.append(  # one finding per broker not registered
+        F.transform(
+            F.filter(named, not_yet_registered),
+            lambda b: F.struct(
+                F.lit("brokers_registered").alias("check"),
+                F.format_string("%s for %s names broker %d, which is not registered", "record_type", where, b).alias(
+                    "explanation"
+                ),
             ),
         )
     )
+    per_record = (
+        part_rows.join(F.broadcast(lifetimes), alive, "left")
+        # Cheap tests first: the explanations are built only for the (rare) rows that break a rule.
+        .where(
+            reduce(lambda a, b: a | b, [broken for broken, _ in rules.values()], F.exists(named, not_yet_registered))
+        )
+        .select(
+            "topic_id",
+            "order",
+            "offset",
+            "file",
+            "position",
+            F.explode(F.array_compact(F.flatten(F.array(*findings)))).alias("_f"),
+        )
+        .select("*", "_f.check", "_f.explanation")
+    )
+    # An orphan's explanation ends in whether its topic id ever existed before it (few rows: a cheap join).
+    first_born = topic_events.where("record_type = 'TopicRecord'").groupBy("topic_id").agg(F.min("order").alias("_b"))
+    orphan_end = F.when(F.col("_b") < F.col("order"), "was removed before it").otherwise("does not exist yet")
+    per_record = per_record.join(F.broadcast(first_born), "topic_id", "left").withColumn(
+        "explanation",
+        F.when(F.col("check") == "partition_of_existing_topic", F.concat("explanation", orphan_end)).otherwise(
+            F.col("explanation")
+        ),
+    )
+    found.append(
+        per_record.select(
+            "check",
+            F.col("offset").cast("long").alias("offset"),
+            "file",
+            F.col("position").cast("long").alias("position"),
+            "explanation",
+        )
+    )
+    records_full = r.where(full)
     by_partition = Window.partitionBy("topic_id", "partition_id").orderBy("order")
     epochs = records_full.select(
         "*",
@@ -253,38 +294,4 @@ def check_all(rows: DataFrame, state: State, as_of_offset: int | None = None) ->
         )
     )
 
-    # -- brokers referenced by partitions must be registered before
-    registered = (
-        r.where("record_type = 'RegisterBrokerRecord'")
-        .groupBy("broker_id")
-        .agg(F.min("order").alias("registered_order"))
-    )
-    # One row per broker, so it is read once into a map literal: each partition row is then checked where it
-    # lies, with no explode-and-join of every replica of every record (3x the rows, shuffled).
-    first = {row["broker_id"]: row["registered_order"] for row in registered.collect()}
-    known = F.create_map(*[F.lit(v) for kv in sorted(first.items()) for v in kv]) if first else None
-
-    def registered_after(broker: F.Column) -> F.Column:
-        at = known[broker] if known is not None else F.lit(None).cast("long")
-        return at.isNull() | (at > F.col("order"))
-
-    named = F.array_union(F.coalesce("replicas", F.array()), F.coalesce("isr", F.array()))
-    refs = (
-        part_rows.select("*", F.filter(named, registered_after).alias("_unregistered"))
-        .where(F.size("_unregistered") > 0)
-        .select("*", F.explode("_unregistered").alias("ref"))
-    )
-    found.append(
-        _finding(
-            refs,
-            "brokers_registered",
-            F.format_string(
-                "%s for partition %d of topic id %s names broker %d, which is not registered",
-                "record_type",
-                "partition_id",
-                "topic_id",
-                "ref",
-            ),
-        )
-    )
     return reduce(DataFrame.unionByName, found).select(*COLUMNS)
