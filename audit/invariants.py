@@ -23,18 +23,36 @@ def _finding(df: DataFrame, check: str, explanation: F.Column) -> DataFrame:
     )
 
 
-def check_all(rows: DataFrame, state: State, as_of_offset: int | None = None) -> DataFrame:
+def batches_of(rows: DataFrame) -> DataFrame:
+    """One row per batch that holds records: where it lies, its first and last record offsets, epoch, CRC check.
+    (The audit job has the executors write this table while decoding; this computes the same from the rows.)
+    A record that did not decode (an unknown apiKey, say) still holds its offset: it counts here, or its batch
+    would seem to end early and the next one to leave a gap."""
+    return (
+        rows.where(F.col("offset").isNotNull())
+        .groupBy("file", "position")
+        .agg(
+            F.first("source").alias("source"),
+            F.min("offset").alias("offset"),
+            F.max("offset").alias("last"),
+            F.min("epoch").alias("epoch"),
+            F.min(F.col("crc_valid").cast("int")).cast("boolean").alias("crc_valid"),
+        )
+    )
+
+
+def check_all(
+    rows: DataFrame, state: State, as_of_offset: int | None = None, batches: DataFrame | None = None
+) -> DataFrame:
+    """Every finding as a row. ``batches`` is :func:`batches_of` ``rows``, when it was computed already."""
     r = records_as_of(rows, as_of_offset)
     found: list[DataFrame] = []
 
     # -- damage: unreadable bytes and batches, bad CRCs (the job reads on past them)
     errors = rows.where(F.col("error").isNotNull())
     found.append(_finding(errors, "readable", F.col("error")))
-    bad_crc = (
-        rows.where(~F.col("crc_valid") & F.col("error").isNull())
-        .groupBy("file", "position")
-        .agg(F.min("offset").alias("offset"), F.max("offset").alias("last"))
-    )
+    batches = batches if batches is not None else batches_of(rows)
+    bad_crc = batches.where(~F.col("crc_valid"))
     found.append(
         _finding(
             bad_crc,
@@ -44,13 +62,7 @@ def check_all(rows: DataFrame, state: State, as_of_offset: int | None = None) ->
     )
 
     # -- offsets contiguous and epochs non-decreasing, batch by batch along the log
-    # A record that did not decode (an unknown apiKey, say) still holds its offset: its row counts here, or the
-    # batch would seem to end early and the next one to leave a gap.
-    batches = (
-        rows.where((F.col("source") == "log") & F.col("offset").isNotNull())
-        .groupBy("file", "position")
-        .agg(F.min("offset").alias("offset"), F.max("offset").alias("last"), F.first("epoch").alias("epoch"))
-    )
+    batches = batches.where(F.col("source") == "log")
     along = Window.orderBy("offset")
     seq = batches.select(
         "*",

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from audit.invariants import check_all
-from audit.records import read_records, write_records
+from audit.records import read_batches, read_records, write_records
 from audit.replay import State, replay
 from audit.source import select_files
 
@@ -114,8 +114,8 @@ def run_audit(
     files = select_files(log_dir, from_start)
     # Decode once, into the `records` table: every later step reads its Parquet (column-pruned, vectorised, only
     # the record types it needs), and analysts get the decoded log.
-    written = write_records(spark, log_dir, out / "records", from_start=from_start)
-    rows = read_records(spark, out / "records")
+    written = write_records(spark, log_dir, out, from_start=from_start)
+    rows = read_records(spark, out)
     t_decode = time.perf_counter()
     state = replay(rows, as_of_offset)
     # The state tables feed the invariants, the analytics and their own Parquet files: compute each once.
@@ -126,7 +126,7 @@ def run_audit(
         state.brokers.persist(level),
         state.configs.persist(level),
     )
-    violations = check_all(rows, state, as_of_offset)
+    violations = check_all(rows, state, as_of_offset, read_batches(spark, out))
     tables: dict[str, DataFrame] = {
         "topics": state.topics,
         "partitions": state.partitions,

@@ -1,4 +1,5 @@
-"""The ``records`` table: the decoded log as Parquet, partitioned by record type (``record_type=TopicRecord/…``).
+"""The ``records`` table: the decoded log as Parquet, partitioned by record type (``record_type=TopicRecord/…``),
+and beside it the small ``batches`` table (one row per log batch) that the offset, epoch and CRC checks read.
 
 Every later step of the audit reads this table, so decoding happens once. The executors write it themselves with
 pyarrow, straight from the Arrow batches they decode: the rows never cross into the JVM to be converted and
@@ -17,10 +18,11 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
 from audit.decode import FileRange, spark_schema
 from audit.source import DEFAULT_SPLIT_BYTES, plan, read_range
@@ -41,8 +43,24 @@ def table_schema() -> StructType:
     return StructType([*fields, StructField("record_type", StringType())])
 
 
-def _write_range(index: int, r: FileRange, first_log_offset: int, out: str) -> Written:
+def _batch_summary(batch: pa.RecordBatch) -> pa.Table:
+    """Per log batch in ``batch``'s rows: first and last offset, epoch, CRC verdict (see invariants.batches_of)."""
+    rows = pa.table(
+        {
+            "position": batch.column("position"),
+            "offset": batch.column("offset"),
+            "epoch": batch.column("epoch"),
+            "crc_valid": pc.cast(batch.column("crc_valid"), pa.int8()),
+        }
+    ).filter(pc.is_valid(batch.column("offset")))
+    return rows.group_by("position").aggregate(
+        [("offset", "min"), ("offset", "max"), ("epoch", "min"), ("crc_valid", "min")]
+    )
+
+
+def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, batches_out: str) -> Written:
     writers: dict[str | None, pq.ParquetWriter] = {}
+    summaries: list[pa.Table] = []
     records = errors = 0
     last: int | None = None
     try:
@@ -59,6 +77,7 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str) -> W
                 directory.mkdir(parents=True, exist_ok=True)
                 writer = writers[kind] = pq.ParquetWriter(directory / f"part-{index:05d}.parquet", data.schema)
             writer.write_batch(data)
+            summaries.append(_batch_summary(batch))
             records += batch.num_rows
             errors += batch.num_rows - batch.column("error").null_count
             top = pc.max(batch.column("offset")).as_py()
@@ -67,24 +86,64 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str) -> W
     finally:
         for writer in writers.values():
             writer.close()
+    if summaries:
+        # A log batch's records are spread over the buckets of their types: combine the partial summaries.
+        combined = (
+            pa.concat_tables(summaries)
+            .group_by("position")
+            .aggregate([("offset_min", "min"), ("offset_max", "max"), ("epoch_min", "min"), ("crc_valid_min", "min")])
+        )
+        n = combined.num_rows
+        table = pa.table(
+            {
+                "file": pa.array([r.path] * n, pa.string()),
+                "position": combined.column("position"),
+                "source": pa.array([r.source] * n, pa.string()),
+                "offset": combined.column("offset_min_min"),
+                "last": combined.column("offset_max_max"),
+                "epoch": combined.column("epoch_min_min"),
+                "crc_valid": pc.cast(combined.column("crc_valid_min_min"), pa.bool_()),
+            }
+        )
+        pq.write_table(table, Path(batches_out) / f"part-{index:05d}.parquet")
     return Written(records, errors, last)
 
 
 def write_records(spark: SparkSession, log_dir: str | Path, out: str | Path, *, from_start: bool = False) -> Written:
-    """Decode ``log_dir`` on the executors into ``out`` (replaced if present); the driver gets three numbers."""
-    out = Path(out)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    """Decode ``log_dir`` on the executors into ``out/records`` and ``out/batches`` (one row per log batch,
+    :func:`audit.invariants.batches_of`), both replaced if present; the driver gets three numbers."""
+    out = Path(out).resolve()
+    for table in (out / "records", out / "batches"):
+        if table.exists():
+            shutil.rmtree(table)
+        table.mkdir(parents=True)
     ranges, first = plan(log_dir, from_start, DEFAULT_SPLIT_BYTES, 4 * spark.sparkContext.defaultParallelism)
     if not ranges:
         return Written(0, 0, None)
-    target = str(out.resolve())
+    records, batches = str(out / "records"), str(out / "batches")
     tasks = spark.sparkContext.parallelize(list(enumerate(ranges)), len(ranges))
-    parts = tasks.map(lambda task: _write_range(task[0], task[1], first, target)).collect()
+    parts = tasks.map(lambda task: _write_range(task[0], task[1], first, records, batches)).collect()
     last = [p.last_offset for p in parts if p.last_offset is not None]
     return Written(sum(p.records for p in parts), sum(p.errors for p in parts), max(last) if last else None)
 
 
+BATCHES_SCHEMA = StructType(
+    [
+        StructField("file", StringType()),
+        StructField("position", LongType()),
+        StructField("source", StringType()),
+        StructField("offset", LongType()),
+        StructField("last", LongType()),
+        StructField("epoch", IntegerType()),
+        StructField("crc_valid", BooleanType()),
+    ]
+)
+
+
+def read_batches(spark: SparkSession, out: str | Path) -> DataFrame:
+    return spark.read.schema(BATCHES_SCHEMA).parquet(str(Path(out) / "batches"))
+
+
 def read_records(spark: SparkSession, out: str | Path) -> DataFrame:
-    return spark.read.schema(table_schema()).option("basePath", str(out)).parquet(str(out))
+    path = str(Path(out) / "records")
+    return spark.read.schema(table_schema()).option("basePath", path).parquet(path)

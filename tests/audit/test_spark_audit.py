@@ -32,9 +32,9 @@ from audit_helpers import (
 )
 
 from audit.decode import FileRange, arrow_schema, decode_range, spark_schema
-from audit.invariants import COLUMNS, check_all
+from audit.invariants import COLUMNS, batches_of, check_all
 from audit.job import read_rows, run_audit
-from audit.records import read_records, write_records
+from audit.records import BATCHES_SCHEMA, read_batches, read_records, write_records
 from audit.replay import replay
 from controller.records import (
     ConfigRecord,
@@ -344,8 +344,8 @@ def test_records_table_holds_exactly_the_data_source_rows(spark: Any, tmp_path: 
     data source's rows, column for column, error rows (a null type) included."""
     log, _, _ = broken_log()
     log.write(tmp_path / "log")
-    written = write_records(spark, tmp_path / "log", tmp_path / "records")
-    table = read_records(spark, tmp_path / "records")
+    written = write_records(spark, tmp_path / "log", tmp_path / "out")
+    table = read_records(spark, tmp_path / "out")
     source = read_rows(spark, tmp_path / "log")
     assert sorted(table.columns) == sorted(source.columns)
     key = ["offset", "position", "record_type", "error"]
@@ -354,12 +354,15 @@ def test_records_table_holds_exactly_the_data_source_rows(spark: Any, tmp_path: 
     assert got == want
     assert written.records == len(want) and written.errors == sum(1 for r in source.collect() if r["error"])
     assert written.last_offset == max(r["offset"] for r in source.select(*key).collect() if r["offset"] is not None)
-    dirs = sorted(p.name for p in (tmp_path / "records").iterdir())
+    dirs = sorted(p.name for p in (tmp_path / "out" / "records").iterdir())
     assert "record_type=TopicRecord" in dirs and "record_type=__HIVE_DEFAULT_PARTITION__" in dirs, dirs
     # Rewriting replaces the table; a type's filter reads only its directory.
-    write_records(spark, tmp_path / "log", tmp_path / "records")
-    assert read_records(spark, tmp_path / "records").count() == len(want)
-    topics = read_records(spark, tmp_path / "records").where("record_type = 'TopicRecord'")
+    # The batches table the executors wrote is what batches_of computes from the rows.
+    ours = sorted(tuple(map(str, r)) for r in read_batches(spark, tmp_path / "out").collect())
+    assert ours == sorted(tuple(map(str, r)) for r in batches_of(source).select(*BATCHES_SCHEMA.names).collect())
+    write_records(spark, tmp_path / "log", tmp_path / "out")
+    assert read_records(spark, tmp_path / "out").count() == len(want)
+    topics = read_records(spark, tmp_path / "out").where("record_type = 'TopicRecord'")
     assert "PartitionFilters: [isnotnull(record_type" in topics._jdf.queryExecution().executedPlan().toString()
 
 
