@@ -122,6 +122,23 @@ async def append_one(
 # -- reading the logs from disk ------------------------------------------------------------------------------------
 
 
+async def append_sequentially(
+    cluster: Cluster, prefix: str, n: int, acked: Acked, unknown: list[bytes], *, min_epoch: int = 0
+) -> None:
+    for i in range(n):
+        await append_one(cluster, f"{prefix}-{i:03d}", acked, unknown, min_epoch=min_epoch)
+
+
+async def stop_and_check_logs(cluster: Cluster, acked: Acked, unknown: list[bytes]) -> tuple[int, int]:
+    """Let the cluster catch up, stop it (followers first), and :func:`check_logs`; everything committed must be
+    in the common prefix. Returns the ``(leader, epoch)`` it agreed on before stopping."""
+    leader, epoch, committed = await wait_caught_up(cluster)
+    stop_followers_first(cluster, leader)
+    _, common_end = check_logs(cluster, acked, unknown)
+    assert common_end >= committed
+    return leader, epoch
+
+
 def read_log(data_dir: Path) -> list[RecordBatch]:
     """Every batch of a stopped node's ``__cluster_metadata-0/*.log`` segments, checked: valid CRCs, no damage,
     contiguous offsets from 0."""

@@ -8,27 +8,15 @@ from __future__ import annotations
 import asyncio
 import time
 
-from cluster_helpers import (
-    ELECTION_TIMEOUT_S,
-    Acked,
-    append_one,
-    check_logs,
-    stop_followers_first,
-    wait_caught_up,
-)
+from cluster_helpers import ELECTION_TIMEOUT_S, Acked, append_one, append_sequentially, stop_and_check_logs
 
 from pykraft.testing import Cluster
-
-
-async def append_n(cluster: Cluster, prefix: str, n: int, acked: Acked, unknown: list[bytes], **kw: int) -> None:
-    for i in range(n):
-        await append_one(cluster, f"{prefix}-{i:03d}", acked, unknown, **kw)
 
 
 async def test_paused_leader_is_replaced_then_steps_down_and_catches_up(cluster: Cluster) -> None:
     leader, epoch = await cluster.wait_for_leader()
     acked, unknown = Acked(), []
-    await append_n(cluster, "before-pause", 10, acked, unknown)
+    await append_sequentially(cluster, "before-pause", 10, acked, unknown)
 
     paused_at = time.monotonic()
     cluster.nodes[leader].pause()
@@ -36,7 +24,7 @@ async def test_paused_leader_is_replaced_then_steps_down_and_catches_up(cluster:
         new_leader, new_epoch = await append_one(cluster, "first-during-pause", acked, unknown, min_epoch=epoch + 1)
         replaced = time.monotonic() - paused_at
         assert new_leader != leader and new_epoch > epoch
-        await append_n(cluster, "during-pause", 10, acked, unknown, min_epoch=new_epoch)
+        await append_sequentially(cluster, "during-pause", 10, acked, unknown, min_epoch=new_epoch)
         await asyncio.sleep(2 * ELECTION_TIMEOUT_S)  # stay paused well past the others' election timeout
     finally:
         cluster.nodes[leader].resume()
@@ -49,11 +37,8 @@ async def test_paused_leader_is_replaced_then_steps_down_and_catches_up(cluster:
     view = await cluster.describe(leader)
     assert view is not None and view.leader_epoch >= new_epoch
     assert view.role != "Leader" or agreed == leader, view
-    await append_n(cluster, "after-resume", 5, acked, unknown, min_epoch=new_epoch)
-    final_leader, _, committed = await wait_caught_up(cluster)
-    stop_followers_first(cluster, final_leader)
-    _, common_end = check_logs(cluster, acked, unknown)
-    assert common_end >= committed
+    await append_sequentially(cluster, "after-resume", 5, acked, unknown, min_epoch=new_epoch)
+    await stop_and_check_logs(cluster, acked, unknown)
 
 
 async def test_paused_follower_costs_nothing_and_catches_up(cluster: Cluster) -> None:
@@ -62,14 +47,12 @@ async def test_paused_follower_costs_nothing_and_catches_up(cluster: Cluster) ->
     follower = next(n for n in cluster.nodes if n != leader)
     cluster.nodes[follower].pause()
     try:
-        await append_n(cluster, "follower-paused", 30, acked, unknown)  # the leader and one follower: a majority
+        await append_sequentially(
+            cluster, "follower-paused", 30, acked, unknown
+        )  # the leader and one follower: a majority
         still, still_epoch = await cluster.wait_for_leader()
         assert (still, still_epoch) == (leader, epoch), "a paused follower must not cost the leader its leadership"
     finally:
         cluster.nodes[follower].resume()
     # The follower comes back without disturbing the leader (pre-vote) and catches up.
-    final_leader, final_epoch, committed = await wait_caught_up(cluster)
-    assert (final_leader, final_epoch) == (leader, epoch)
-    stop_followers_first(cluster, final_leader)
-    _, common_end = check_logs(cluster, acked, unknown)
-    assert common_end >= committed
+    assert await stop_and_check_logs(cluster, acked, unknown) == (leader, epoch)
