@@ -143,6 +143,7 @@ class QuorumController:
     def handle_commit(self, batch: CommittedBatch) -> None:
         if not batch.is_control and not self._wrote(batch.base_offset, batch.last_offset):
             written = self._written
+            skipped: list[tuple[int, str]] = []
             for i, value in enumerate(batch.records):
                 offset = batch.base_offset + i
                 while written and written[0][1] < offset:
@@ -152,11 +153,18 @@ class QuorumController:
                 try:
                     message, _ = deserialize(value)
                 except DecodeError as e:
-                    # Every node skips the same record, so their states still agree; say so loudly.
-                    self.metrics.undecodable_records += 1
-                    log.error("record_skipped", node_id=self.node_id, offset=offset, error=str(e))
+                    skipped.append((offset, str(e)))
                     continue
                 self._replay(message, offset)
+            if skipped:
+                # Every node skips the same records, so their states still agree; say so loudly, but once a batch
+                # (a client appending garbage through AppendRecords must not flood the log line by line).
+                self.metrics.undecodable_records += len(skipped)
+                (first, error), (last, _) = skipped[0], skipped[-1]
+                log.error(
+                    "records_skipped", node_id=self.node_id, count=len(skipped), first_offset=first,
+                    last_offset=last, error=error,
+                )  # fmt: skip
         self.committed_offset = batch.last_offset
         self.timeline.commit_through(batch.last_offset)
         self.purgatory.complete_up_to(batch.last_offset)

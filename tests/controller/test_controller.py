@@ -17,6 +17,7 @@ from ctl_helpers import (
     settle,
     start_controller,
 )
+from structlog.testing import capture_logs
 
 from controller.cluster_control import HeartbeatRequest, RegisterBrokerRequest
 from controller.event_queue import Event
@@ -362,13 +363,18 @@ async def test_own_partition_changes_are_not_applied_twice(log: SharedLog) -> No
 async def test_undecodable_record_is_skipped_on_every_node(log: SharedLog) -> None:
     standby, _ = await start_controller(log, 2)
     leader, _, _ = await active_cluster(log, THREE)
-    log.foreign([b"\x07\x00garbage", b"\x01\x7f\x00"])  # an unknown frame version, an unknown apiKey
-    await leader.create_topics([NewTopic("after", 1, 1)])
-    await settle()
+    with capture_logs() as logs:
+        log.foreign([b"\x07\x00garbage", b"\x01\x7f\x00"])  # an unknown frame version, an unknown apiKey
+        await leader.create_topics([NewTopic("after", 1, 1)])
+        await settle()
     for node in (leader, standby):
         assert node.metrics.undecodable_records == 2
         assert "after" in node.replication.topics_by_name.committed()
         assert node.committed_offset == len(log.entries) - 1
+    # One error line per batch and node, naming the offsets and the first reason — not one line per record.
+    skipped = [e for e in logs if e["event"] == "records_skipped"]
+    assert len(skipped) == 2 and all(e["count"] == 2 for e in skipped), skipped
+    assert {e["node_id"] for e in skipped} == {1, 2} and "frame version" in skipped[0]["error"], skipped
 
 
 async def test_standby_answers_not_controller_with_the_leader_id(log: SharedLog) -> None:
