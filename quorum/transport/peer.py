@@ -6,7 +6,7 @@ stream has a bounded queue, and a message that does not fit is dropped — the c
 a slow or dead peer costs memory bounded by the queue, never the event loop.
 
 A stream that fails to connect or is reset reports the peer unreachable (the core may then start a pre-vote early);
-the client reconnects with exponential backoff, cut short when the peer's own stream reaches us (it is back).
+the client reconnects with exponential backoff.
 """
 
 from __future__ import annotations
@@ -29,9 +29,6 @@ QUEUE_LIMIT = 512  # messages waiting per stream
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    # Our own loop paces reconnects. With gRPC's global subchannel pool a new channel would reuse the old
-    # subchannel and fail fast while *its* backoff (up to 1 s) runs — even after the peer is back.
-    ("grpc.use_local_subchannel_pool", 1),
     ("grpc.initial_reconnect_backoff_ms", 50),
     ("grpc.min_reconnect_backoff_ms", 50),
     ("grpc.max_reconnect_backoff_ms", 1000),
@@ -109,9 +106,6 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
                         if old is not None:
                             with contextlib.suppress(asyncio.QueueFull):
                                 old.put_nowait(None)
-                        client = self._clients.get(msg.source)
-                        if client is not None:
-                            client.wake()  # it is up: our stream to it need not wait out its backoff
                     try:
                         env = from_proto(msg, self.node_id)
                     except ValueError as e:
@@ -140,12 +134,6 @@ class _PeerClient:
         self.address = address
         self.queue: asyncio.Queue[pb.PeerMessage] = asyncio.Queue(QUEUE_LIMIT)
         self._task: asyncio.Task[None] | None = None
-        self._awake = asyncio.Event()
-
-    def wake(self) -> None:
-        """The peer reached us: reconnect now if we are backing off (a restarted peer would otherwise wait up
-        to a second for our stream — and for the EndQuorumEpoch or BeginQuorumEpoch it carries)."""
-        self._awake.set()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"peer-{self.address.node_id}")
@@ -161,7 +149,6 @@ class _PeerClient:
         target = f"{self.address.host}:{self.address.port}"
         peer = self.address.node_id
         while True:
-            self._awake.clear()  # a wake during this attempt cuts the backoff after it
             channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
             writer: asyncio.Task[None] | None = None
             connected = False
@@ -190,8 +177,7 @@ class _PeerClient:
             while not self.queue.empty():
                 self.queue.get_nowait()
             self.transport._unreachable(peer)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._awake.wait(), backoff)
+            await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 1.0)
 
     async def _write(self, call: grpc.aio.StreamStreamCall) -> None:
