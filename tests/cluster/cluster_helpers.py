@@ -62,11 +62,11 @@ def stop_followers_first(cluster: Cluster, leader_id: int) -> None:
     """SIGTERM the followers, then the leader: no election runs during the shutdown, so no node gains a
     LeaderChange batch the others lack. (The leader may append a few records no follower received before it
     stops: the logs agree up to their minimum common end.)"""
-    for node_id, node in cluster.nodes.items():
-        if node_id != leader_id and node.running:
-            assert node.terminate(timeout=15) == 0, cluster.logs()
-    if cluster.nodes[leader_id].running:
-        assert cluster.nodes[leader_id].terminate(timeout=15) == 0, cluster.logs()
+    for node_id in [n for n in cluster.nodes if n != leader_id] + [leader_id]:
+        node = cluster.nodes[node_id]
+        if node.running:
+            code = node.terminate(timeout=15)
+            assert code == 0, f"node {node_id} exited with {code}\n{cluster.logs()}"
 
 
 # -- appending -----------------------------------------------------------------------------------------------------
