@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import faulthandler
 import hashlib
 import signal
 import sys
@@ -250,6 +251,8 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"pykraft node: {e}", file=sys.stderr)
         return 2
+    # A crash in native code (gRPC, the event loop) then leaves the Python stacks of every thread in the log.
+    faulthandler.enable()
     try:
         return run_loop(serve(settings))
     except (ConfigError, StorageIdentityError, LogCorruptionError) as e:

@@ -7,6 +7,7 @@ hold still and can be checked exactly."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -232,3 +233,15 @@ async def test_second_process_on_the_same_data_dir_is_refused(tmp_path: Path) ->
         resp = await single.append(leader, [record("still-serving")])
         assert resp.error_code == 0, resp
         assert node.terminate() == 0
+
+
+async def test_a_native_crash_leaves_the_python_stacks_in_the_log(tmp_path: Path) -> None:
+    """faulthandler is on in the node: a segfault (say, in gRPC's C core) prints every thread's Python stack."""
+    with Cluster(root=tmp_path, size=1) as single:
+        leader, _ = await single.wait_for_leader()
+        node = single.nodes[leader]
+        assert node.proc is not None
+        node.proc.send_signal(signal.SIGSEGV)
+        assert node.proc.wait(timeout=30) == -signal.SIGSEGV
+        log = node.log_path.read_text()
+        assert "Fatal Python error: Segmentation fault" in log and "File " in log, log[-2000:]
