@@ -23,6 +23,16 @@ def _finding(df: DataFrame, check: str, explanation: F.Column) -> DataFrame:
     )
 
 
+def _nowhere(df: DataFrame) -> DataFrame:
+    """Rows about the final state: no offset, file or position to point at."""
+    return df.select(
+        "*",
+        F.lit(None).cast("long").alias("offset"),
+        F.lit(None).cast("string").alias("file"),
+        F.lit(None).cast("long").alias("position"),
+    )
+
+
 def batches_of(rows: DataFrame) -> DataFrame:
     """One row per batch that holds records: where it lies, its first and last record offsets, epoch, CRC check.
     (The audit job has the executors write this table while decoding; this computes the same from the rows.)
@@ -257,12 +267,7 @@ def check_all(
         )
     )
     # The replayed state must hold the same rules after every change has been applied.
-    state_rows = state.partitions.select(
-        "*",
-        F.lit(None).cast("long").alias("offset"),
-        F.lit(None).cast("string").alias("file"),
-        F.lit(None).cast("long").alias("position"),
-    )
+    state_rows = _nowhere(state.partitions)
     found.append(
         _finding(
             state_rows.where(F.size(F.array_except("isr", "replicas")) > 0),
@@ -292,12 +297,7 @@ def check_all(
     counts = state.partitions.groupBy("topic_id", "topic_name").agg(
         F.count("*").alias("n"), F.min("partition_id").alias("lo"), F.max("partition_id").alias("hi")
     )
-    gaps = counts.where((F.col("lo") != 0) | (F.col("hi") != F.col("n") - 1)).select(
-        "*",
-        F.lit(None).cast("long").alias("offset"),
-        F.lit(None).cast("string").alias("file"),
-        F.lit(None).cast("long").alias("position"),
-    )
+    gaps = _nowhere(counts.where((F.col("lo") != 0) | (F.col("hi") != F.col("n") - 1)))
     found.append(
         _finding(
             gaps,

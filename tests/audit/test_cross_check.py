@@ -26,7 +26,6 @@ from e2e_helpers import (
     SESSION_TIMEOUT_MS,
     ProcessCluster,
     run_pykraft,
-    stop_followers_first,
     wait_brokers,
 )
 
@@ -117,7 +116,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
         # still quiet: the export is of the same committed point as the describes
         assert asyncio.run(quiet_high_watermark(pc, leader, settle=0.2)) == hw == manifest["high_watermark"]
         # Stop the nodes before the brokers (a broker's controlled shutdown would write records), followers first.
-        stop_followers_first(pc.cluster, leader)
+        pc.cluster.stop_followers_first(leader)
         for broker in pc.brokers.values():  # nothing left to shut down gracefully with (and it would take long)
             broker.kill()
         follower = next(n for n in pc.cluster.nodes if n != leader)

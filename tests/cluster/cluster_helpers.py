@@ -58,17 +58,6 @@ async def wait_caught_up(cluster: Cluster, timeout: float = 30.0) -> tuple[int, 
     raise TimeoutError(f"the running voters did not catch up within {timeout} s\n{cluster.logs()}")
 
 
-def stop_followers_first(cluster: Cluster, leader_id: int) -> None:
-    """SIGTERM the followers, then the leader: no election runs during the shutdown, so no node gains a
-    LeaderChange batch the others lack. (The leader may append a few records no follower received before it
-    stops: the logs agree up to their minimum common end.)"""
-    for node_id in [n for n in cluster.nodes if n != leader_id] + [leader_id]:
-        node = cluster.nodes[node_id]
-        if node.running:
-            code = node.terminate(timeout=15)
-            assert code == 0, f"node {node_id} exited with {code}\n{cluster.logs()}"
-
-
 # -- appending -----------------------------------------------------------------------------------------------------
 
 RETRIABLE = frozenset({Errors.NOT_LEADER_OR_FOLLOWER, Errors.REQUEST_TIMED_OUT})
@@ -133,7 +122,7 @@ async def stop_and_check_logs(cluster: Cluster, acked: Acked, unknown: list[byte
     """Let the cluster catch up, stop it (followers first), and :func:`check_logs`; everything committed must be
     in the common prefix. Returns the ``(leader, epoch)`` it agreed on before stopping."""
     leader, epoch, committed = await wait_caught_up(cluster)
-    stop_followers_first(cluster, leader)
+    cluster.stop_followers_first(leader)
     _, common_end = check_logs(cluster, acked, unknown)
     assert common_end >= committed
     return leader, epoch

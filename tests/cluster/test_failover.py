@@ -18,7 +18,6 @@ from cluster_helpers import (
     read_log,
     record,
     stop_and_check_logs,
-    stop_followers_first,
     wait_caught_up,
 )
 
@@ -87,7 +86,7 @@ async def test_graceful_handoff_elects_successor_quickly(cluster: Cluster) -> No
     await append_sequentially(cluster, "after-handoff", 10, acked, unknown)
     cluster.nodes[leader].start()
     final_leader, _, _ = await wait_caught_up(cluster)
-    stop_followers_first(cluster, final_leader)
+    cluster.stop_followers_first(final_leader)
     check_logs(cluster, acked, unknown)
 
 
@@ -99,7 +98,7 @@ async def test_full_restart_keeps_logs_and_continues_at_next_offset(quiet_cluste
     acked, unknown = Acked(), []
     await append_sequentially(cluster, "before-restart", 15, acked, unknown)
     leader, epoch, end = await wait_caught_up(cluster)
-    stop_followers_first(cluster, leader)
+    cluster.stop_followers_first(leader)
     before = {n: [b.buffer for b in read_log(node.data_dir)] for n, node in cluster.nodes.items()}
     assert all(batches == before[leader] for batches in before.values()), "logs differ after a clean stop"
     check_logs(cluster, acked, unknown)
@@ -110,7 +109,7 @@ async def test_full_restart_keeps_logs_and_continues_at_next_offset(quiet_cluste
     await append_sequentially(cluster, "after-restart", 10, acked, unknown)
     first_offset = acked.offsets[acked.values[first_new]]
     final_leader, _, _ = await wait_caught_up(cluster)
-    stop_followers_first(cluster, final_leader)
+    cluster.stop_followers_first(final_leader)
 
     after, _ = check_logs(cluster, acked, unknown)
     for n, batches in after.items():
@@ -143,7 +142,7 @@ async def test_repeated_leader_kills_lose_nothing(cluster: Cluster) -> None:
     print("\nrepeated kill -9 failovers (kill -> first commit): " + ", ".join(f"{t * 1000:.0f} ms" for t in failovers))
     await append_sequentially(cluster, "final", 5, acked, unknown)
     final_leader, _, _ = await wait_caught_up(cluster)
-    stop_followers_first(cluster, final_leader)
+    cluster.stop_followers_first(final_leader)
     check_logs(cluster, acked, unknown)
 
 
@@ -212,7 +211,7 @@ async def test_concurrent_appends_while_leader_is_killed(cluster: Cluster) -> No
 
     cluster.nodes[leader].start()
     final_leader, _, _ = await wait_caught_up(cluster)
-    stop_followers_first(cluster, final_leader)
+    cluster.stop_followers_first(final_leader)
     everyone = Acked()
     for a in acked:
         for value in a.values:

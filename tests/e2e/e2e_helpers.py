@@ -140,6 +140,12 @@ class ProcessCluster:
             for node in self.cluster.nodes.values():
                 node.kill()
 
+    async def wait_ready(self) -> None:
+        """A leader elected and every broker registered and unfenced."""
+        await self.cluster.wait_for_leader(timeout=60)
+        async with AdminClient(self.bootstrap) as admin:
+            await wait_brokers(admin, self, unfenced=set(self.brokers))
+
     def logs(self) -> str:
         brokers = "\n".join(f"--- broker {b.broker_id}\n{b.log()}" for b in self.brokers.values())
         return f"{self.cluster.logs()}\n{brokers}"
@@ -217,12 +223,3 @@ async def leader_high_watermark(cluster: Cluster, timeout: float = 30.0) -> tupl
     view = await cluster.describe(leader)
     assert view is not None
     return leader, view.high_watermark
-
-
-def stop_followers_first(cluster: Cluster, leader_id: int) -> None:
-    """SIGTERM the followers, then the leader: no election runs while the cluster stops."""
-    for node_id, node in cluster.nodes.items():
-        if node_id != leader_id and node.running:
-            assert node.terminate(timeout=15) == 0, cluster.logs()
-    if cluster.nodes[leader_id].running:
-        assert cluster.nodes[leader_id].terminate(timeout=15) == 0, cluster.logs()

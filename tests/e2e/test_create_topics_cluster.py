@@ -21,7 +21,6 @@ from e2e_helpers import (
     ProcessCluster,
     ids_by_name,
     leader_high_watermark,
-    stop_followers_first,
     topic_records,
     wait_brokers,
     wait_logs_reach,
@@ -39,13 +38,7 @@ def pc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
     )
     pc.start()
     try:
-
-        async def ready() -> None:
-            await pc.cluster.wait_for_leader(timeout=60)
-            async with AdminClient(pc.bootstrap) as admin:
-                await wait_brokers(admin, pc, unfenced=set(pc.brokers))
-
-        asyncio.run(ready())
+        asyncio.run(pc.wait_ready())
         yield pc
     finally:
         pc.close()
@@ -447,7 +440,7 @@ async def test_every_node_log_holds_each_topic_once(pc: ProcessCluster, acked: d
     for b in pc.brokers.values():
         if b.running:
             b.kill()  # their state is not under test here; no heartbeats while the voters stop
-    stop_followers_first(pc.cluster, leader)
+    pc.cluster.stop_followers_first(leader)
     per_node = {n: topic_records(node.data_dir) for n, node in pc.cluster.nodes.items()}
     reference = None
     for n, records in per_node.items():

@@ -9,9 +9,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from e2e_helpers import ProcessCluster, wait_brokers
+from e2e_helpers import ProcessCluster
 
-from pykraft.client import AdminClient, AdminError, NewTopic, SyncAdminClient
+from pykraft.client import AdminError, NewTopic, SyncAdminClient
 from pykraft.testing import free_ports
 from quorum.errors import Errors
 
@@ -21,13 +21,7 @@ def pc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
     pc = ProcessCluster(tmp_path_factory.mktemp("sync-client"), brokers_per_rack=1)
     pc.start()
     try:
-
-        async def ready() -> None:
-            await pc.cluster.wait_for_leader(timeout=60)
-            async with AdminClient(pc.bootstrap) as admin:
-                await wait_brokers(admin, pc, unfenced=set(pc.brokers))
-
-        asyncio.run(ready())
+        asyncio.run(pc.wait_ready())
         yield pc
     finally:
         pc.close()
