@@ -61,7 +61,9 @@ class RaftNode:
         self.log = log
         self.store = store
         self.config = config or RaftConfig()
-        self.transport = PeerTransport(node_id, voters, self._on_message, self._on_unreachable)
+        self.transport = PeerTransport(
+            node_id, voters, self._on_message, self._on_unreachable, self.config.request_timeout_ms
+        )
         self.core: RaftCore | None = None
         self._listeners: list[_ListenerState] = []
         self._waiters: deque[tuple[int, int, asyncio.Future[int]]] = deque()  # (offset, epoch, future)

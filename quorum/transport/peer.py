@@ -5,14 +5,17 @@ accepts inbound streams (requests come in, its responses go back on the same str
 stream has a bounded queue, and a message that does not fit is dropped — the core retries on its own timeouts, so
 a slow or dead peer costs memory bounded by the queue, never the event loop.
 
-A stream that fails to connect or is reset reports the peer unreachable (the core may then start a pre-vote early);
-the client reconnects with exponential backoff.
+A stream that is reset reports the peer unreachable (the core may then start a pre-vote early). Each peer has one
+channel for the node's life; a new stream waits for it to be ready (gRPC reconnects with a short backoff), so a
+restarted peer is reached within ~0.1 s — and hears at once the EndQuorumEpoch or BeginQuorumEpoch queued for it.
+Requests that waited longer than the request timeout are dropped unsent: the core has retried them by then.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 
 import grpc
@@ -29,9 +32,11 @@ QUEUE_LIMIT = 512  # messages waiting per stream
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.initial_reconnect_backoff_ms", 50),
-    ("grpc.min_reconnect_backoff_ms", 50),
-    ("grpc.max_reconnect_backoff_ms", 1000),
+    # Reconnect attempts to a loopback or LAN peer cost next to nothing; a short ceiling means a restarted voter
+    # hears the leader (or a resigning leader's EndQuorumEpoch) within ~0.1 s instead of up to a second.
+    ("grpc.initial_reconnect_backoff_ms", 20),
+    ("grpc.min_reconnect_backoff_ms", 20),
+    ("grpc.max_reconnect_backoff_ms", 100),
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),
     ("grpc.http2.max_pings_without_data", 0),
@@ -52,9 +57,15 @@ Deliver = Callable[[Envelope], None]
 
 class PeerTransport(pb_grpc.QuorumPeerServicer):
     def __init__(
-        self, node_id: int, peers: dict[int, VoterAddress], deliver: Deliver, unreachable: Callable[[int], None]
+        self,
+        node_id: int,
+        peers: dict[int, VoterAddress],
+        deliver: Deliver,
+        unreachable: Callable[[int], None],
+        request_timeout_ms: int = 2000,
     ) -> None:
         self.node_id = node_id
+        self.request_timeout_s = request_timeout_ms / 1000
         self._deliver = deliver
         self._unreachable = unreachable
         self._clients = {pid: _PeerClient(self, addr) for pid, addr in peers.items() if pid != node_id}
@@ -76,16 +87,19 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
 
     def send(self, env: Envelope) -> None:
         message = to_proto(env.source, env.message)
-        if isinstance(env.message, REQUEST_TYPES):
-            client = self._clients.get(env.destination)
-            queue = client.queue if client is not None else None
-        else:
-            queue = self._inbound.get(env.destination)
-        if queue is None:
-            self.dropped += 1
-            return
         try:
-            queue.put_nowait(message)
+            if isinstance(env.message, REQUEST_TYPES):
+                client = self._clients.get(env.destination)
+                if client is None:
+                    self.dropped += 1
+                    return
+                client.queue.put_nowait((time.monotonic() + self.request_timeout_s, message))
+            else:
+                queue = self._inbound.get(env.destination)
+                if queue is None:
+                    self.dropped += 1
+                    return
+                queue.put_nowait(message)
         except asyncio.QueueFull:
             self.dropped += 1
 
@@ -127,12 +141,12 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
 
 
 class _PeerClient:
-    """The outbound stream to one peer, reconnecting forever."""
+    """The outbound stream to one peer, reopened on one long-lived channel whenever it breaks."""
 
     def __init__(self, transport: PeerTransport, address: VoterAddress) -> None:
         self.transport = transport
         self.address = address
-        self.queue: asyncio.Queue[pb.PeerMessage] = asyncio.Queue(QUEUE_LIMIT)
+        self.queue: asyncio.Queue[tuple[float, pb.PeerMessage]] = asyncio.Queue(QUEUE_LIMIT)  # (expiry, request)
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -145,42 +159,39 @@ class _PeerClient:
                 await self._task
 
     async def _run(self) -> None:
-        backoff = 0.05
         target = f"{self.address.host}:{self.address.port}"
         peer = self.address.node_id
-        while True:
-            channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
-            writer: asyncio.Task[None] | None = None
-            connected = False
-            try:
-                call = pb_grpc.QuorumPeerStub(channel).Exchange()
-                writer = asyncio.create_task(self._write(call))
-                async for msg in call:
-                    connected = True
-                    backoff = 0.05
-                    try:
-                        env = from_proto(msg, self.transport.node_id)
-                    except ValueError as e:
-                        log.warning("peer_message_rejected", source=peer, error=str(e))
-                        continue
-                    self.transport._deliver(env)
-            except grpc.aio.AioRpcError as e:
-                if connected or e.code() != grpc.StatusCode.UNAVAILABLE or backoff <= 0.05:
+        channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+        try:
+            while True:
+                writer: asyncio.Task[None] | None = None
+                started = time.monotonic()
+                try:
+                    # wait_for_ready: the call waits (gRPC reconnecting on its short backoff) instead of failing
+                    # fast while the peer is down.
+                    call = pb_grpc.QuorumPeerStub(channel).Exchange(wait_for_ready=True)
+                    writer = asyncio.create_task(self._write(call))
+                    async for msg in call:
+                        try:
+                            env = from_proto(msg, self.transport.node_id)
+                        except ValueError as e:
+                            log.warning("peer_message_rejected", source=peer, error=str(e))
+                            continue
+                        self.transport._deliver(env)
+                except grpc.aio.AioRpcError as e:
                     log.info("peer_stream_failed", peer=peer, target=target, code=e.code().name)
-            except asyncio.CancelledError:
-                raise
-            finally:
-                if writer is not None:
-                    writer.cancel()
-                await channel.close(grace=None)
-            # The stream is gone: queued requests are stale (the core resends on its timeouts).
-            while not self.queue.empty():
-                self.queue.get_nowait()
-            self.transport._unreachable(peer)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
+                finally:
+                    if writer is not None:
+                        writer.cancel()
+                self.transport._unreachable(peer)
+                # A stream that breaks at once (the peer refusing it) must not spin.
+                await asyncio.sleep(max(0.0, 0.02 - (time.monotonic() - started)))
+        finally:
+            await channel.close(grace=None)
 
     async def _write(self, call: grpc.aio.StreamStreamCall) -> None:
         with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
             while True:
-                await call.write(await self.queue.get())
+                expiry, message = await self.queue.get()
+                if time.monotonic() < expiry:  # else the core has already given up on it and retried
+                    await call.write(message)
