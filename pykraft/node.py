@@ -179,7 +179,6 @@ async def serve(
     the controller will). ``with_controller=False`` runs the quorum alone: the Raft benchmark appends opaque
     records that no controller could replay."""
     structlog.contextvars.bind_contextvars(node_id=settings.node_id)
-    gc_pauses.install()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     lock = DirectoryLock(settings.data_dir)
     try:
@@ -213,6 +212,8 @@ async def serve(
         lock.release()
         raise ConfigError(f"cannot listen on {bind}: the address is in use or not local")
     await server.start()
+    # Only a node that is up reports its GC pauses: a refused start must print its one-line error and nothing more.
+    gc_pauses.install()
     node.start()
     if controller is not None:
         controller.start()
