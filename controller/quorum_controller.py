@@ -337,12 +337,22 @@ class QuorumController:
         try:
             if deadline is None:
                 return await future
+            # A timer on the caller's own future rather than wait_for(shield(...)): the event goes on (it may
+            # still commit) while the caller hears REQUEST_TIMED_OUT — at a fraction of wait_for's cost per request.
+            loop = asyncio.get_running_loop()
+            waiter = loop.create_future()
+            future.add_done_callback(lambda f: _relay(f, waiter))
+
+            def expire() -> None:
+                if not waiter.done():
+                    message = f"{name} timed out after {timeout_ms} ms (it may still complete)"
+                    waiter.set_exception(KafkaError(message, Errors.REQUEST_TIMED_OUT))
+
+            timer = loop.call_at(loop.time() + max(0.0, deadline - time.monotonic()), expire)
             try:
-                return await asyncio.wait_for(asyncio.shield(future), max(0.0, deadline - time.monotonic()))
-            except TimeoutError:
-                raise KafkaError(
-                    f"{name} timed out after {timeout_ms} ms (it may still complete)", Errors.REQUEST_TIMED_OUT
-                ) from None
+                return await waiter
+            finally:
+                timer.cancel()
         finally:
             self.metrics.requests[name] = self.metrics.requests.get(name, 0) + 1
             self.metrics.request_seconds[name] = self.metrics.request_seconds.get(name, 0.0) + (
@@ -431,6 +441,19 @@ class QuorumController:
             )
 
         return await self._submit("brokerHeartbeat", run, timeout_ms)
+
+
+def _relay(source: asyncio.Future[Any], target: asyncio.Future[Any]) -> None:
+    if target.done():
+        if not source.cancelled():
+            source.exception()  # the caller timed out: its outcome is retrieved here, not left unobserved
+        return
+    if source.cancelled():
+        target.cancel()
+    elif (error := source.exception()) is not None:
+        target.set_exception(error)
+    else:
+        target.set_result(source.result())
 
 
 def _now_ms() -> int:

@@ -23,7 +23,7 @@ def configure_logging(*, json: bool | None = None, level: str = "INFO", **contex
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=False,
+        cache_logger_on_first_use=True,  # a node logs per request: resolve each logger's chain once
     )
     structlog.contextvars.clear_contextvars()
     if context:
