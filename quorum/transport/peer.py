@@ -162,9 +162,11 @@ class _PeerClient:
         target = f"{self.address.host}:{self.address.port}"
         peer = self.address.node_id
         channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+        backoff = 0.0  # after streams that fail at once, unanswered (the peer refuses them): 20 ms doubling to 1 s
         try:
             while True:
                 writer: asyncio.Task[None] | None = None
+                answered = False
                 started = time.monotonic()
                 try:
                     # wait_for_ready: the call waits (gRPC reconnecting on its short backoff) instead of failing
@@ -172,6 +174,7 @@ class _PeerClient:
                     call = pb_grpc.QuorumPeerStub(channel).Exchange(wait_for_ready=True)
                     writer = asyncio.create_task(self._write(call))
                     async for msg in call:
+                        answered = True
                         try:
                             env = from_proto(msg, self.transport.node_id)
                         except ValueError as e:
@@ -184,13 +187,17 @@ class _PeerClient:
                     if writer is not None:
                         writer.cancel()
                 self.transport._unreachable(peer)
-                # A stream that breaks at once (the peer refusing it) must not spin.
-                await asyncio.sleep(max(0.0, 0.02 - (time.monotonic() - started)))
+                healthy = answered or time.monotonic() - started >= 1.0
+                backoff = 0.0 if healthy else min(max(backoff * 2, 0.02), 1.0)
+                await asyncio.sleep(backoff)
         finally:
             await channel.close(grace=None)
 
     async def _write(self, call: grpc.aio.StreamStreamCall) -> None:
         with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            # Take nothing from the queue until the stream is up: a request held while the peer was down would go
+            # out however stale it had become.
+            await call.wait_for_connection()
             while True:
                 expiry, message = await self.queue.get()
                 if time.monotonic() < expiry:  # else the core has already given up on it and retried
