@@ -17,8 +17,7 @@ Two placers, chosen by the controller's ``replica.placer`` setting:
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from quorum.errors import Errors, KafkaError
 
@@ -27,8 +26,7 @@ class PlacementError(KafkaError):
     code = Errors.INVALID_REPLICATION_FACTOR
 
 
-@dataclass(frozen=True)
-class UsableBroker:
+class UsableBroker(NamedTuple):  # a tuple: the placer compares the broker list on every call, at C speed
     id: int
     rack: str | None
     fenced: bool
@@ -52,14 +50,17 @@ def _check(replication_factor: int, brokers: list[UsableBroker]) -> None:
         )
 
 
-@dataclass
 class _BrokerList:
-    """A rack's brokers of one kind (fenced or unfenced), read in a rotating order."""
+    """A rack's brokers of one kind (fenced or unfenced), read in a rotating order. (Plain slots: a placement
+    builds two per rack per topic.)"""
 
-    brokers: list[int] = field(default_factory=list)
-    index: int = 0  # brokers handed out in the current iteration epoch
-    offset: int = 0
-    epoch: int = 0
+    __slots__ = ("brokers", "epoch", "index", "offset")
+
+    def __init__(self, brokers: list[int], offset: int = 0) -> None:
+        self.brokers = brokers
+        self.index = 0  # brokers handed out in the current iteration epoch
+        self.offset = offset
+        self.epoch = 0
 
     def next(self, epoch: int) -> int:
         n = len(self.brokers)
@@ -76,10 +77,12 @@ class _BrokerList:
         return broker
 
 
-@dataclass
 class _Rack:
-    unfenced: _BrokerList = field(default_factory=_BrokerList)
-    fenced: _BrokerList = field(default_factory=_BrokerList)
+    __slots__ = ("fenced", "unfenced")
+
+    def __init__(self, unfenced: _BrokerList, fenced: _BrokerList) -> None:
+        self.unfenced = unfenced
+        self.fenced = fenced
 
     def next(self, epoch: int) -> int:
         broker = self.unfenced.next(epoch)
@@ -119,12 +122,12 @@ class StripedReplicaPlacer:
         leaders: dict[str | None, list[int]] = {}  # each rack's unfenced brokers, in the order they take the lead
         turn: dict[str | None, int] = {}  # whose turn it is to lead, per rack (set when the rack first leads)
         for name, (unfenced_ids, fenced_ids) in groups.items():
-            rack = racks[name] = _Rack(_BrokerList(list(unfenced_ids)), _BrokerList(list(fenced_ids)))
+            racks[name] = _Rack(
+                _BrokerList(list(unfenced_ids), rng.randrange(len(unfenced_ids)) if unfenced_ids else 0),
+                _BrokerList(list(fenced_ids), rng.randrange(len(fenced_ids)) if fenced_ids else 0),
+            )
             if unfenced_ids:
-                rack.unfenced.offset = rng.randrange(len(unfenced_ids))
-                leaders[name] = list(unfenced_ids)
-            if fenced_ids:
-                rack.fenced.offset = rng.randrange(len(fenced_ids))
+                leaders[name] = unfenced_ids  # read only
         unfenced = sum(len(u) for u, _ in groups.values())
         offset = rng.randrange(len(names))
         epoch = 0
