@@ -27,6 +27,10 @@ def spark_session(master: str = "local[*]", app: str = "pykraft-audit", memory: 
     # Executors must run this interpreter (it has pykraft and its dependencies), not whatever python3 is on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local"):
+        # A local audit talks only to itself: keep the driver's ports on loopback (Spark would otherwise pick the
+        # first non-loopback interface, and say so on stderr).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     spark = (
         SparkSession.builder.master(master)
         .appName(app)
