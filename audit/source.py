@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
@@ -73,8 +74,8 @@ def read_range(r: FileRange, with_json: bool, first_log_offset: int) -> Iterator
     """:func:`decode_range`, leaving out log records the snapshot already holds."""
     for batch in decode_range(r, with_json=with_json):
         if first_log_offset and r.source == "log":
-            mask = [o is None or o >= first_log_offset for o in batch.column("offset").to_pylist()]
-            batch = batch.filter(mask)
+            offset = batch.column("offset")
+            batch = batch.filter(pc.or_kleene(pc.is_null(offset), pc.greater_equal(offset, first_log_offset)))
         yield batch
 
 

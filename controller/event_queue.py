@@ -169,16 +169,19 @@ class EventQueue:
 
 
 def _chain(source: Awaitable[Any], target: asyncio.Future[Any]) -> None:
-    inner = asyncio.ensure_future(source)
+    asyncio.ensure_future(source).add_done_callback(lambda f: relay(f, target))
 
-    def done(f: asyncio.Future[Any]) -> None:
-        if target.done():
-            return
-        if f.cancelled():
-            target.cancel()
-        elif f.exception() is not None:
-            target.set_exception(f.exception())  # type: ignore[arg-type]
-        else:
-            target.set_result(f.result())
 
-    inner.add_done_callback(done)
+def relay(source: asyncio.Future[Any], target: asyncio.Future[Any]) -> None:
+    """A done callback: ``source``'s outcome becomes ``target``'s, unless ``target`` is already settled (its
+    caller timed out or went away) — then the outcome is retrieved here, not left unobserved."""
+    if target.done():
+        if not source.cancelled():
+            source.exception()
+        return
+    if source.cancelled():
+        target.cancel()
+    elif (error := source.exception()) is not None:
+        target.set_exception(error)
+    else:
+        target.set_result(source.result())

@@ -31,7 +31,7 @@ from controller.cluster_control import (
     HeartbeatRequest,
     RegisterBrokerRequest,
 )
-from controller.event_queue import Event, EventQueue
+from controller.event_queue import Event, EventQueue, relay
 from controller.placement import PLACERS
 from controller.purgatory import Purgatory
 from controller.records import (
@@ -341,7 +341,7 @@ class QuorumController:
             # still commit) while the caller hears REQUEST_TIMED_OUT — at a fraction of wait_for's cost per request.
             loop = asyncio.get_running_loop()
             waiter = loop.create_future()
-            future.add_done_callback(lambda f: _relay(f, waiter))
+            future.add_done_callback(lambda f: relay(f, waiter))
 
             def expire() -> None:
                 if not waiter.done():
@@ -441,19 +441,6 @@ class QuorumController:
             )
 
         return await self._submit("brokerHeartbeat", run, timeout_ms)
-
-
-def _relay(source: asyncio.Future[Any], target: asyncio.Future[Any]) -> None:
-    if target.done():
-        if not source.cancelled():
-            source.exception()  # the caller timed out: its outcome is retrieved here, not left unobserved
-        return
-    if source.cancelled():
-        target.cancel()
-    elif (error := source.exception()) is not None:
-        target.set_exception(error)
-    else:
-        target.set_result(source.result())
 
 
 def _now_ms() -> int:

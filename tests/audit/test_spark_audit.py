@@ -356,10 +356,10 @@ def test_records_table_holds_exactly_the_data_source_rows(spark: Any, tmp_path: 
     assert written.last_offset == max(r["offset"] for r in source.select(*key).collect() if r["offset"] is not None)
     dirs = sorted(p.name for p in (tmp_path / "out" / "records").iterdir())
     assert "record_type=TopicRecord" in dirs and "record_type=__HIVE_DEFAULT_PARTITION__" in dirs, dirs
-    # Rewriting replaces the table; a type's filter reads only its directory.
     # The batches table the executors wrote is what batches_of computes from the rows.
     ours = sorted(tuple(map(str, r)) for r in read_batches(spark, tmp_path / "out").collect())
     assert ours == sorted(tuple(map(str, r)) for r in batches_of(source).select(*BATCHES_SCHEMA.names).collect())
+    # Rewriting replaces the table; a type's filter reads only its directory.
     write_records(spark, tmp_path / "log", tmp_path / "out")
     assert read_records(spark, tmp_path / "out").count() == len(want)
     topics = read_records(spark, tmp_path / "out").where("record_type = 'TopicRecord'")

@@ -47,9 +47,8 @@ async def test_paused_follower_costs_nothing_and_catches_up(cluster: Cluster) ->
     follower = next(n for n in cluster.nodes if n != leader)
     cluster.nodes[follower].pause()
     try:
-        await append_sequentially(
-            cluster, "follower-paused", 30, acked, unknown
-        )  # the leader and one follower: a majority
+        # The leader and one follower: a majority.
+        await append_sequentially(cluster, "follower-paused", 30, acked, unknown)
         still, still_epoch = await cluster.wait_for_leader()
         assert (still, still_epoch) == (leader, epoch), "a paused follower must not cost the leader its leadership"
     finally:
