@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from audit.invariants import check_all
-from audit.records import read_batches, read_records, write_records
+from audit.records import read_batches, read_partition_folds, read_records, write_records
 from audit.replay import State, replay
 from audit.source import select_files
 
@@ -117,7 +117,7 @@ def run_audit(
     written = write_records(spark, log_dir, out, from_start=from_start)
     rows = read_records(spark, out)
     t_decode = time.perf_counter()
-    state = replay(rows, as_of_offset)
+    state = replay(rows, as_of_offset, read_partition_folds(spark, out))
     # The state tables feed the invariants, the analytics and their own Parquet files: compute each once.
     level = StorageLevel.MEMORY_AND_DISK
     state = State(

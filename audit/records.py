@@ -22,9 +22,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
 from audit.decode import FileRange, spark_schema
+from audit.fold import INPUT as FOLD_INPUT
+from audit.fold import SCHEMA as FOLD_SCHEMA
+from audit.fold import fold_range
 from audit.source import DEFAULT_SPLIT_BYTES, plan, read_range
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # how Spark names the partition of a null value (error rows)
@@ -58,9 +62,15 @@ def _batch_summary(batch: pa.RecordBatch) -> pa.Table:
     )
 
 
-def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, batches_out: str) -> Written:
+PARTITION_TYPES = ("PartitionRecord", "PartitionChangeRecord")
+
+
+def _write_range(
+    index: int, r: FileRange, first_log_offset: int, out: str, batches_out: str, folds_out: str
+) -> Written:
     writers: dict[str | None, pq.ParquetWriter] = {}
     summaries: list[pa.Table] = []
+    partition_rows: list[pa.RecordBatch] = []
     records = errors = 0
     last: int | None = None
     try:
@@ -77,6 +87,8 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, batc
                 directory.mkdir(parents=True, exist_ok=True)
                 writer = writers[kind] = pq.ParquetWriter(directory / f"part-{index:05d}.parquet", data.schema)
             writer.write_batch(data)
+            if kind in PARTITION_TYPES:
+                partition_rows.append(batch.select(FOLD_INPUT))
             summaries.append(_batch_summary(batch))
             records += batch.num_rows
             errors += batch.num_rows - batch.column("error").null_count
@@ -106,23 +118,27 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, batc
             }
         )
         pq.write_table(table, Path(batches_out) / f"part-{index:05d}.parquet")
+    if partition_rows:
+        folded = fold_range(pa.Table.from_batches(partition_rows))
+        pq.write_table(folded, Path(folds_out) / f"part-{index:05d}.parquet")
     return Written(records, errors, last)
 
 
 def write_records(spark: SparkSession, log_dir: str | Path, out: str | Path, *, from_start: bool = False) -> Written:
-    """Decode ``log_dir`` on the executors into ``out/records`` and ``out/batches`` (one row per log batch,
-    :func:`audit.invariants.batches_of`), both replaced if present; the driver gets three numbers."""
+    """Decode ``log_dir`` on the executors into ``out/records``, ``out/batches`` (one row per log batch,
+    :func:`audit.invariants.batches_of`) and ``out/partition_folds`` (:mod:`audit.fold`), all replaced if present;
+    the driver gets three numbers."""
     out = Path(out).resolve()
-    for table in (out / "records", out / "batches"):
+    for table in (out / "records", out / "batches", out / "partition_folds"):
         if table.exists():
             shutil.rmtree(table)
         table.mkdir(parents=True)
     ranges, first = plan(log_dir, from_start, DEFAULT_SPLIT_BYTES, 4 * spark.sparkContext.defaultParallelism)
     if not ranges:
         return Written(0, 0, None)
-    records, batches = str(out / "records"), str(out / "batches")
+    records, batches, folds = str(out / "records"), str(out / "batches"), str(out / "partition_folds")
     tasks = spark.sparkContext.parallelize(list(enumerate(ranges)), len(ranges))
-    parts = tasks.map(lambda task: _write_range(task[0], task[1], first, records, batches)).collect()
+    parts = tasks.map(lambda task: _write_range(task[0], task[1], first, records, batches, folds)).collect()
     last = [p.last_offset for p in parts if p.last_offset is not None]
     return Written(sum(p.records for p in parts), sum(p.errors for p in parts), max(last) if last else None)
 
@@ -142,6 +158,10 @@ BATCHES_SCHEMA = StructType(
 
 def read_batches(spark: SparkSession, out: str | Path) -> DataFrame:
     return spark.read.schema(BATCHES_SCHEMA).parquet(str(Path(out) / "batches"))
+
+
+def read_partition_folds(spark: SparkSession, out: str | Path) -> DataFrame:
+    return spark.read.schema(from_arrow_schema(FOLD_SCHEMA)).parquet(str(Path(out) / "partition_folds"))
 
 
 def read_records(spark: SparkSession, out: str | Path) -> DataFrame:

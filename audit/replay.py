@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from audit.fold import FIELDS
+
 TOPIC_RESOURCE = 2
+PARTITION_FIELDS = FIELDS  # replicas, isr, removing_replicas, adding_replicas, leader
 
 
 @dataclass
@@ -45,7 +48,50 @@ def _latest(col: str) -> F.Column:
     return F.max(F.when(F.col(col).isNotNull(), F.struct(F.col("order"), F.col(col).alias("v")))).getField("v")
 
 
-def replay(rows: DataFrame, as_of_offset: int | None = None) -> State:
+def merge_folds(folds: DataFrame) -> DataFrame:
+    """The executors' per-range partition deltas (:mod:`audit.fold`) → the fold of :func:`_fold_rows` at the end
+    of the log. Deltas before a partition's last PartitionRecord no longer count."""
+    key = ["topic_id", "partition_id"]
+    last_base = F.max("base_order").over(Window.partitionBy(*key))
+    live = folds.withColumn("_base", last_base).where(F.col("order") >= F.col("_base"))
+    at_base = F.col("base_order") == F.col("_base")
+    return live.groupBy(*key).agg(
+        *[_latest(f).alias(f) for f in PARTITION_FIELDS],
+        (F.max(F.when(at_base, F.col("leader_epoch"))) + F.sum("leader_changes")).cast("int").alias("leader_epoch"),
+        (F.max(F.when(at_base, F.col("partition_epoch"))) + F.sum("changes")).cast("int").alias("partition_epoch"),
+    )
+
+
+def _fold_rows(r: DataFrame) -> DataFrame:
+    """The partition fold over the rows themselves (any cut of the log): key, fields, epochs."""
+    key = ["topic_id", "partition_id"]
+    base = _last_per_key(r.where("record_type = 'PartitionRecord'"), key).select(
+        *key, F.col("order").alias("base_order"), *PARTITION_FIELDS, "leader_epoch", "partition_epoch"
+    )
+    changes = (
+        r.where("record_type = 'PartitionChangeRecord'")
+        .select(*key, "order", *PARTITION_FIELDS)
+        # One small row per partition: broadcast, so the (many) changes are not shuffled for the join (2x faster).
+        .join(F.broadcast(base.select(*key, "base_order")), key)
+        .where(F.col("order") > F.col("base_order"))
+        .groupBy(*key)
+        .agg(
+            *[_latest(f).alias(f"c_{f}") for f in PARTITION_FIELDS],
+            F.count(F.col("leader")).alias("leader_changes"),
+            F.count(F.lit(1)).alias("changes"),
+        )
+    )
+    return base.join(changes, key, "left").select(
+        *key,
+        *[F.coalesce(f"c_{f}", f).alias(f) for f in PARTITION_FIELDS],
+        (F.col("leader_epoch") + F.coalesce("leader_changes", F.lit(0))).cast("int").alias("leader_epoch"),
+        (F.col("partition_epoch") + F.coalesce("changes", F.lit(0))).cast("int").alias("partition_epoch"),
+    )
+
+
+def replay(rows: DataFrame, as_of_offset: int | None = None, folds: DataFrame | None = None) -> State:
+    """The state at the end of ``rows`` or at ``as_of_offset``. ``folds``: the executors' partition deltas for
+    the same rows (:mod:`audit.fold`), used for the state at the end of the log."""
     r = records_as_of(rows, as_of_offset)
     # -- topics
     created = r.where("record_type = 'TopicRecord'").select(
@@ -67,50 +113,12 @@ def replay(rows: DataFrame, as_of_offset: int | None = None) -> State:
         .select("topic_id", "topic_name", "created_offset", "created_time")
     )
     # -- partitions: the last PartitionRecord per partition, then the changes after it
-    key = ["topic_id", "partition_id"]
-    base = _last_per_key(r.where("record_type = 'PartitionRecord'"), key).select(
-        *key,
-        F.col("order").alias("base_order"),
-        "replicas",
-        "isr",
-        "removing_replicas",
-        "adding_replicas",
-        "leader",
-        "leader_epoch",
-        "partition_epoch",
-    )
-    changes = (
-        r.where("record_type = 'PartitionChangeRecord'")
-        .select(*key, "order", "replicas", "isr", "removing_replicas", "adding_replicas", "leader")
-        # One small row per partition: broadcast, so the (many) changes are not shuffled for the join (2x faster).
-        .join(F.broadcast(base.select(*key, "base_order")), key)
-        .where(F.col("order") > F.col("base_order"))
-        .groupBy(*key)
-        .agg(
-            _latest("replicas").alias("c_replicas"),
-            _latest("isr").alias("c_isr"),
-            _latest("removing_replicas").alias("c_removing"),
-            _latest("adding_replicas").alias("c_adding"),
-            _latest("leader").alias("c_leader"),
-            F.count(F.col("leader")).alias("leader_changes"),
-            F.count(F.lit(1)).alias("changes"),
-        )
-    )
-    partitions = (
-        base.join(changes, key, "left")
-        .join(topics.select("topic_id", "topic_name"), "topic_id")  # partitions of removed topics are gone
-        .select(
-            "topic_id",
-            "topic_name",
-            "partition_id",
-            F.coalesce("c_replicas", "replicas").alias("replicas"),
-            F.coalesce("c_isr", "isr").alias("isr"),
-            F.coalesce("c_removing", "removing_replicas").alias("removing_replicas"),
-            F.coalesce("c_adding", "adding_replicas").alias("adding_replicas"),
-            F.coalesce("c_leader", "leader").alias("leader"),
-            (F.col("leader_epoch") + F.coalesce("leader_changes", F.lit(0))).cast("int").alias("leader_epoch"),
-            (F.col("partition_epoch") + F.coalesce("changes", F.lit(0))).cast("int").alias("partition_epoch"),
-        )
+    if folds is not None and as_of_offset is None:
+        folded = merge_folds(folds)  # the executors did most of it while decoding
+    else:
+        folded = _fold_rows(r)
+    partitions = folded.join(topics.select("topic_id", "topic_name"), "topic_id").select(  # removed: gone
+        "topic_id", "topic_name", "partition_id", *PARTITION_FIELDS, "leader_epoch", "partition_epoch"
     )
     # -- brokers: the last registration, then the changes to that registration
     reg = _last_per_key(r.where("record_type = 'RegisterBrokerRecord'"), ["broker_id"]).select(

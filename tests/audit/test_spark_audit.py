@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -30,11 +31,12 @@ from audit_helpers import (
     topic_config,
     uid,
 )
+from pyspark.sql import functions as F
 
 from audit.decode import FileRange, arrow_schema, decode_range, spark_schema
 from audit.invariants import COLUMNS, batches_of, check_all
 from audit.job import read_rows, run_audit
-from audit.records import BATCHES_SCHEMA, read_batches, read_records, write_records
+from audit.records import BATCHES_SCHEMA, read_batches, read_partition_folds, read_records, write_records
 from audit.replay import replay
 from controller.records import (
     ConfigRecord,
@@ -254,6 +256,58 @@ def test_a_clean_log_has_no_violations(known: tuple[LogBuilder, int, Any]) -> No
     violations = check_all(rows, replay(rows))
     assert violations.columns == COLUMNS
     assert [r.asDict() for r in violations.collect()] == []
+
+
+def churn(seed: int) -> LogBuilder:
+    """Many small batches of partition changes over three topics, with PartitionRecords that reset a partition
+    part way and a topic removed and created again: a log the job splits into several ranges."""
+    rng = random.Random(seed)
+    b = LogBuilder()
+    b.add(*(register(broker, broker, f"r{broker % 2}") for broker in range(1, 6)))
+    live = {}
+    for n, name in enumerate(("t0", "t1", "t2")):
+        live[name] = uid(100 + n)
+        b.add(TopicRecord(name=name, topic_id=live[name]), *(partition(live[name], i, [1, 2, 3]) for i in range(4)))
+    for step in range(400):
+        name = rng.choice(sorted(live))
+        tid, index = live[name], rng.randrange(4)
+        if step == 200:  # t2 removed and created again under a new id
+            b.add(RemoveTopicRecord(topic_id=live["t2"]))
+            live["t2"] = uid(200)
+            b.add(TopicRecord(name="t2", topic_id=live["t2"]), *(partition(live["t2"], i, [3, 4]) for i in range(4)))
+        elif rng.random() < 0.05:
+            replicas = rng.sample(range(1, 6), 3)
+            b.add(partition(tid, index, replicas, leader_epoch=rng.randrange(20), partition_epoch=rng.randrange(20)))
+        else:
+            fields = {"isr": rng.sample(range(1, 6), rng.randint(1, 3))} if rng.random() < 0.7 else {}
+            if rng.random() < 0.4:
+                fields["leader"] = rng.choice([-1, *range(1, 6)])
+            if rng.random() < 0.1:
+                fields |= {"replicas": rng.sample(range(1, 6), 4), "adding_replicas": [rng.randrange(1, 6)]}
+            b.add(pchange(tid, index, **fields))
+    return b
+
+
+def test_partition_folds_from_the_executors_give_the_controllers_state(spark: Any, tmp_path: Path) -> None:
+    """The job folds partitions on the executors range by range (audit.fold) and merges the deltas: the state is
+    the controller's, as the row-by-row replay's is, however the log was split."""
+    for name, log in (("history", history()[0]), ("churn", churn(7))):
+        directory = tmp_path / name / METADATA_PARTITION_DIR
+        directory.mkdir(parents=True)
+        n = len(log.batches)
+        for part in range(4):  # four segments: at least four ranges, whatever the split size
+            batches = log.batches[part * n // 4 : (part + 1) * n // 4]
+            base = int.from_bytes(batches[0][:8], "big")
+            (directory / f"{base:020d}.log").write_bytes(b"".join(batches))
+        write_records(spark, tmp_path / name, tmp_path / f"{name}-out")
+        rows = read_records(spark, tmp_path / f"{name}-out")
+        folds = read_partition_folds(spark, tmp_path / f"{name}-out")
+        expected = controller_replay(log.records)
+        assert_same_state(audit_state(replay(rows, None, folds)), expected)
+        assert_same_state(audit_state(replay(rows)), expected)  # the row-by-row path, for any cut of the log
+    # The churn log was split: partitions span ranges, so the merge did real work.
+    spread = folds.groupBy("topic_id", "partition_id").count().agg(F.max("count")).first()[0]
+    assert len(list((tmp_path / "churn-out" / "partition_folds").glob("*.parquet"))) > 2 and spread > 2, spread
 
 
 # -- invariants --------------------------------------------------------------------------------------------------------
