@@ -27,7 +27,8 @@ SCHEMA = pa.schema(
     [
         ("topic_id", pa.string()),
         ("partition_id", pa.int32()),
-        ("order", pa.int64()),  # of the partition's last row in the range
+        ("first_order", pa.int64()),  # of the partition's first row in the range
+        ("order", pa.int64()),  # of its last row
         ("base_order", pa.int64()),  # of its last PartitionRecord in the range; null if none
         ("leader_epoch", pa.int32()),  # the base's; null without one
         ("partition_epoch", pa.int32()),
@@ -83,6 +84,7 @@ def fold_range(rows: pa.Table) -> pa.Table:
         {
             "topic_id": tid.take(pa.array(starts)),
             "partition_id": pid.take(pa.array(starts)),
+            "first_order": orders.take(pa.array(starts)),
             "order": orders.take(pa.array(ends)),
             "base_order": orders.take(base_index),
             "leader_epoch": t.column("leader_epoch").chunk(0).take(base_index),

@@ -117,7 +117,8 @@ def run_audit(
     written = write_records(spark, log_dir, out, from_start=from_start)
     rows = read_records(spark, out)
     t_decode = time.perf_counter()
-    state = replay(rows, as_of_offset, read_partition_folds(spark, out))
+    folds = read_partition_folds(spark, out)
+    state = replay(rows, as_of_offset, folds)
     # The state tables feed the invariants, the analytics and their own Parquet files: compute each once.
     level = StorageLevel.MEMORY_AND_DISK
     state = State(
@@ -126,7 +127,7 @@ def run_audit(
         state.brokers.persist(level),
         state.configs.persist(level),
     )
-    violations = check_all(rows, state, as_of_offset, read_batches(spark, out))
+    violations = check_all(rows, state, as_of_offset, read_batches(spark, out), folds)
     tables: dict[str, DataFrame] = {
         "topics": state.topics,
         "partitions": state.partitions,

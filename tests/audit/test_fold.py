@@ -54,7 +54,9 @@ def reference(rows: list[dict]) -> dict[tuple[str, int], dict]:
     out: dict[tuple[str, int], dict] = {}
     for r in sorted(rows, key=lambda r: r["order"]):
         key = (r["topic_id"], r["partition_id"])
-        d = out.setdefault(key, {"base_order": None, "leader_epoch": None, "partition_epoch": None, "changes": 0})
+        d = out.setdefault(key, {"first_order": r["order"], "base_order": None, "leader_epoch": None})
+        d.setdefault("partition_epoch", None)
+        d.setdefault("changes", 0)
         d["order"] = r["order"]
         if r["record_type"] == "PartitionRecord":
             d.update({f: r[f] for f in FIELDS}, base_order=r["order"], changes=0, leader_changes=0)

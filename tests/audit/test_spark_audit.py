@@ -345,6 +345,9 @@ def broken_log() -> tuple[LogBuilder, dict[tuple[str, int | None], int], int]:
     at("brokers_registered", b.add(partition(t[9], 0, [1, 9], [1, 9])))  # broker 9 never registered
     at("brokers_registered", b.add(partition(t[9], 1, [4, 1], [4, 1], leader=4)))  # broker 4 registers only later
     b.add(register(4, 3, "r1"))
+    # after every registration: broker 11 was never registered (the fast path of the check)
+    at("brokers_registered", b.add(pchange(t[9], 0, replicas=[1, 11], isr=[1, 11])))
+    at("brokers_registered", b.add(pchange(t[9], 0, isr=[11, 1])))  # named by the ISR alone
     b.add(TopicRecord(name="t10", topic_id=t[10]), partition(t[10], 0, [1, 2]))
     b.add(RemoveTopicRecord(topic_id=t[10]))
     at("partition_of_existing_topic", b.add(pchange(t[10], 0, isr=[1])))  # t10 is gone
@@ -387,7 +390,7 @@ def test_every_invariant_fires_where_it_is_broken(spark: Any, tmp_path: Path) ->
     crc = by_check["crc_valid"]
     assert crc["file"] == str(path) and f"batch at byte {crc['position']}" in crc["explanation"]
     unregistered = [v["explanation"] for v in found if v["check"] == "brokers_registered"]
-    assert sorted(int(e.split("names broker ")[1].split(",")[0]) for e in unregistered) == [4, 9], unregistered
+    assert sorted(int(e.split("names broker ")[1].split(",")[0]) for e in unregistered) == [4, 9, 11, 11], unregistered
     assert "epoch 1 follows epoch 2" in by_check["epochs_non_decreasing"]["explanation"]
     orphans = sorted(v["explanation"] for v in found if v["check"] == "partition_of_existing_topic")
     assert orphans[0].endswith("was removed before it") and orphans[1].endswith("does not exist yet"), orphans
