@@ -4,7 +4,7 @@ Offsets are handed out at append time (the caller learns where its records will 
 batch; a batch closes when full (``max_batch_bytes``), before a control batch, or when drained. *When* to drain is
 the group-commit policy, decided by :meth:`needs_drain`: at once when no write is in flight (a lone append pays no
 linger), otherwise when a batch is full or the linger (``controller.quorum.append.linger.ms``) has expired — so
-batches grow exactly while the disk is busy.
+batches grow exactly while a write is on its way (the core counts one until it is durable here and committed).
 """
 
 from __future__ import annotations

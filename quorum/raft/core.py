@@ -549,7 +549,12 @@ class RaftCore:
         self._maybe_drain(r, now)
 
     def _maybe_drain(self, r: Leader, now: int) -> None:
-        if not r.accumulator.needs_drain(now, self._flush_in_flight or self._flush_needed):
+        # Group commit: while a write is on its way (to the local disk, or to a majority: written but not yet
+        # committed), appends gather into the open batch; it goes out when that write completes (or its linger
+        # expires). A lone append pays nothing; under load each replication round carries one batch with all
+        # that arrived meanwhile, instead of a batch per local fsync and a fetch round trip for each.
+        uncommitted = r.high_watermark is None or r.high_watermark < self.log.end_offset
+        if not r.accumulator.needs_drain(now, self._flush_in_flight or self._flush_needed or uncommitted):
             return
         for batch in r.accumulator.drain():
             info = self.log.append(batch.encode(r.epoch), r.epoch)
@@ -604,6 +609,7 @@ class RaftCore:
             return
         s.end_offset = m.fetch_offset
         self._update_leader_hw(r, now)
+        self._maybe_drain(r, now)  # a commit lets the next batch go, in this very answer
         if m.fetch_offset < self.log.end_offset or s.sent_high_watermark < self._leader_hw(r) or m.max_wait_ms <= 0:
             self._answer_fetch(r, source, m, now)
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from quorum.errors import Errors
-from quorum.log.batch import build_batch
+from quorum.log.batch import build_batch, iter_batches
 from quorum.raft.core import RaftCore
 from quorum.raft.messages import (
     BeginQuorumEpochRequest,
@@ -102,15 +102,16 @@ def test_follower_back_from_prospective_waits_for_its_flush() -> None:
     assert fetch.fetch_offset == 2 == log.durable_end
 
 
-def test_leader_counts_a_fetch_offset_as_durable() -> None:
-    """Why the rule above matters: the leader commits on the strength of a fetch offset alone."""
+def elected_leader() -> tuple[RaftCore, int]:
+    """Node 1 of three, elected (every voter grants every (pre-)vote at once); its LeaderChange batch written and
+    flushed, not committed. Returns it and the time."""
     core = make_core(1, [1, 2, 3])
     now = 0
     for _ in range(10):
         now = max(now, core.next_deadline())
         core.tick(now)
         pending = core.take_messages()
-        while pending:  # every voter grants every (pre-)vote at once
+        while pending:
             m = pending.pop(0).message
             if isinstance(m, VoteRequest):
                 reply = VoteResponse(Errors.NONE, m.replica_epoch, -1, True, m.pre_vote, m.correlation_id)
@@ -121,13 +122,49 @@ def test_leader_counts_a_fetch_offset_as_durable() -> None:
     assert isinstance(core.role, Leader)
     flush_now(core, now)
     core.take_messages()
+    return core, now
+
+
+def fetch_from(voter: int, core: RaftCore, offset: int, correlation: int = 7) -> FetchRequest:
+    return FetchRequest(CLUSTER_ID, voter, core.epoch, offset, core.epoch, 1 << 20, 0, correlation)
+
+
+def test_leader_counts_a_fetch_offset_as_durable() -> None:
+    """Why the rule above matters: the leader commits on the strength of a fetch offset alone."""
+    core, now = elected_leader()
+    core.handle(Envelope(2, 1, fetch_from(2, core, 1)), now)  # the epoch's LeaderChange record (offset 0) commits
+    assert core.high_watermark == 1
     offset = core.append(core.epoch, [b"x"], now)
     flush_now(core, now)
-    assert core.high_watermark == 0
+    assert core.high_watermark == 1
     # One follower says it holds everything (fetch offset = the leader's log end): with the leader, a majority.
-    fetch = FetchRequest(CLUSTER_ID, 2, core.epoch, offset + 1, core.epoch, 4096, 0, 7)
-    core.handle(Envelope(2, 1, fetch), now)
+    core.handle(Envelope(2, 1, fetch_from(2, core, offset + 1)), now)
     assert core.high_watermark == offset + 1
+
+
+def test_appends_gather_while_a_batch_awaits_its_commit() -> None:
+    """Group commit: a lone append is written at once; appends made while it is uncommitted wait (up to the
+    linger) and go out as one batch, in the answer to the fetch that commits it."""
+    core, now = elected_leader()
+    core.handle(Envelope(2, 1, fetch_from(2, core, 1)), now)
+    core.take_messages()
+    first = core.append(core.epoch, [b"a"], now)
+    assert core.log.end_offset == first + 1  # nothing in flight: written at once
+    flush_now(core, now)
+    for value in (b"b", b"c", b"d"):
+        core.append(core.epoch, [value], now)
+    flush_now(core, now)
+    assert core.log.end_offset == first + 1  # held: the batch before them is not committed yet
+    core.handle(Envelope(2, 1, fetch_from(2, core, first + 1, correlation=8)), now)
+    assert core.high_watermark == first + 1
+    (answer,) = [e.message for e in core.take_messages() if isinstance(e.message, FetchResponse)]
+    (batch,) = iter_batches(answer.records)
+    assert (batch.base_offset, batch.last_offset, core.log.end_offset) == (first + 1, first + 3, first + 4)
+    # Without a commit, held appends still go out once their linger expires.
+    core.append(core.epoch, [b"e"], now)
+    assert core.log.end_offset == first + 4
+    core.tick(now + CFG.append_linger_ms)
+    assert core.log.end_offset == first + 5
 
 
 def test_candidate_in_backoff_keeps_a_future_deadline() -> None:
