@@ -12,7 +12,9 @@ Prints, measured in one run:
   request shape, in its own process) and the raw Raft append rate (AppendRecords of the same 4 records a topic
   costs, through the same leader), with the ratios.
 
-Clients run in their own process (the benchmark's), as a user's would.
+Clients run in their own process (the benchmark's), as a user's would. Beside each closed-loop figure, the CPU
+time each process spent per topic (from /proc, Linux only): the leader, the two followers, the clients, and for the
+echo server the same — what the 2-core budget allows, measured rather than guessed.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -45,6 +48,36 @@ def pct(values: list[float], p: float) -> float:
         return float("nan")
     s = sorted(values)
     return s[min(len(s) - 1, int(p / 100 * len(s)))]
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process so far (Linux /proc), or None where there is no /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU time per process over a phase: ``{name: seconds}`` (this process counted as "clients")."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        self.clients = time.process_time()
+
+    def used(self) -> dict[str, float]:
+        out = {"clients": time.process_time() - self.clients}
+        for name, pid in self.pids.items():
+            now, then = cpu_seconds(pid), self.before[name]
+            if now is not None and then is not None:
+                out[name] = now - then
+        return out
+
+
+def per_topic_us(used: dict[str, float], done: float) -> str:
+    return ", ".join(f"{name} {seconds / done * 1e6:,.0f}" for name, seconds in used.items()) if done else "-"
 
 
 def topic_request(names: list[str], partitions: int = 3, rf: int = 3) -> pb.CreateTopicsRequest:
@@ -115,6 +148,7 @@ async def closed_loop(target: str, clients: int, duration: float, per_request: i
     return {
         "clients": clients,
         "topics_per_request": per_request,
+        "elapsed_s": elapsed,
         "topics_per_s": created / elapsed,
         "requests_per_s": len(latencies) / elapsed,
         "p50_ms": pct(latencies, 50),
@@ -264,9 +298,21 @@ def run(args: argparse.Namespace) -> int:
         target = asyncio.run(leader_target(cluster))
         print(f"pykraft create_topics benchmark: 3 controllers, 6 brokers, leader at {target}; data in {root}")
         asyncio.run(closed_loop(target, 16, min(duration, 1.0), 1, "warmup"))
+        leader_id = next(i for i, n in cluster.nodes.items() if n.address == target)
+        nodes = {"leader": leader_id, **{f"follower {i}": i for i in cluster.nodes if i != leader_id}}
+        node_pids = {name: cluster.nodes[i].proc.pid for name, i in nodes.items()}  # type: ignore[union-attr]
+
+        def closed_loop_measured(clients: int, per_request: int, prefix: str) -> dict:
+            meter = CpuMeter(node_pids)
+            r = asyncio.run(closed_loop(target, clients, duration, per_request, prefix))
+            r["cpu_s"] = meter.used()
+            return r
+
         for clients in (1, 16, 128):
+            meter = CpuMeter({"echo server": echo.pid})
             e = asyncio.run(echo_rate(echo_port, clients, duration, 1))
-            r = asyncio.run(closed_loop(target, clients, duration, 1, f"c{clients}"))
+            e["cpu_s"] = meter.used()
+            r = closed_loop_measured(clients, 1, f"c{clients}")
             raw = asyncio.run(raw_raft(target, clients, duration))
             report["echo"].append(e)
             report["closed_loop"].append(r)
@@ -279,12 +325,17 @@ def run(args: argparse.Namespace) -> int:
                 f"{raw['appends_per_s']:>7,.0f}/s (ratio {r['topics_per_s'] / raw['appends_per_s']:.2f})"
                 + (f" errors {r['errors']}" if r["errors"] else "")
             )
-        r = asyncio.run(closed_loop(target, 16, duration, 100, "batch"))
+            print(
+                f"       CPU us per topic: {per_topic_us(r['cpu_s'], r['topics_per_s'] * r['elapsed_s'])} | "
+                f"per echo: {per_topic_us(e['cpu_s'], e['requests_per_s'] * e['elapsed_s'])}"
+            )
+        r = closed_loop_measured(16, 100, "batch")
         report["batch_100"] = r
         print(
             f"  16 clients, 100 topics/request: {r['topics_per_s']:>7,.0f} topics/s, p50 {r['p50_ms']:.1f} ms, "
             f"p99 {r['p99_ms']:.1f} ms" + (f" errors {r['errors']}" if r["errors"] else "")
         )
+        print(f"       CPU us per topic: {per_topic_us(r['cpu_s'], r['topics_per_s'] * r['elapsed_s'])}")
         r = asyncio.run(open_loop(target, 500, duration, "open"))
         report["open_500"] = r
         print(
@@ -296,6 +347,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"one topic of 1,000 partitions: p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms ({trials} trials)")
         top = report["closed_loop"][-1]
         echo128 = report["echo"][-1]
+        cores = os.cpu_count() or 1
+        print(f"\nCPU budget (this machine: {cores} cores):")
+        for label, r, target_rate in (
+            ("128 clients x 1 topic", top, 0.5 * echo128["requests_per_s"]),
+            ("16 clients x 100 topics", report["batch_100"], 20_000),
+        ):
+            topics = r["topics_per_s"] * r["elapsed_s"]
+            if not topics or "leader" not in r["cpu_s"]:
+                continue
+            total = sum(r["cpu_s"].values()) / topics
+            leader = r["cpu_s"]["leader"] / topics
+            print(
+                f"  {label}: {total * 1e6:,.0f} us of CPU per topic in all processes -> at most "
+                f"{cores / total:,.0f} topics/s with all {cores} cores busy; the leader ({leader * 1e6:,.0f} us, "
+                f"one core at most) -> {1 / leader:,.0f}/s; the target {target_rate:,.0f}/s needs "
+                f"{target_rate * total:.1f} cores at this cost"
+            )
         print("\nacceptance (issue targets):")
         checks = [
             ("128 clients, 1 topic/request >= 1,500 topics/s", top["topics_per_s"] >= 1500),
