@@ -4,6 +4,7 @@ becomes error rows (or crc_valid=false) and reading goes on."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import random
@@ -295,6 +296,24 @@ def test_small_arrow_batches_give_the_same_rows(written: tuple[Path, list[dict]]
     small = list(decode_range(r, rows_per_batch=2))
     assert max(b.num_rows for b in small) <= 2
     assert rows_of(small) == decode(path)
+
+
+def test_the_garbage_collector_is_paused_while_decoding_and_only_then(written: tuple[Path, list[dict]]) -> None:
+    path, _ = written
+    r = FileRange(str(path), 0, path.stat().st_size, "log")
+    assert gc.isenabled()
+    batches = decode_range(r, rows_per_batch=2)
+    next(batches)
+    assert not gc.isenabled()
+    batches.close()  # a reader that stops early (a LIMIT) gets it back too
+    assert gc.isenabled()
+    assert len(list(decode_range(r))) > 1 and gc.isenabled()
+    gc.disable()
+    try:  # and a caller that had it off keeps it off
+        list(decode_range(r))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_every_arrow_batch_has_the_spark_schema(written: tuple[Path, list[dict]]) -> None:
