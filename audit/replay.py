@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from audit.fold import FIELDS
+from audit.fold import FIELDS as PARTITION_FIELDS  # replicas, isr, removing_replicas, adding_replicas, leader
+from audit.fold import KEY as PARTITION_KEY
 
 TOPIC_RESOURCE = 2
-PARTITION_FIELDS = FIELDS  # replicas, isr, removing_replicas, adding_replicas, leader
 
 
 @dataclass
@@ -51,7 +51,7 @@ def _latest(col: str) -> F.Column:
 def merge_folds(folds: DataFrame) -> DataFrame:
     """The executors' per-range partition deltas (:mod:`audit.fold`) → the fold of :func:`_fold_rows` at the end
     of the log. Deltas before a partition's last PartitionRecord no longer count."""
-    key = ["topic_id", "partition_id"]
+    key = PARTITION_KEY
     last_base = F.max("base_order").over(Window.partitionBy(*key))
     live = folds.withColumn("_base", last_base).where(F.col("order") >= F.col("_base"))
     at_base = F.col("base_order") == F.col("_base")
@@ -64,7 +64,7 @@ def merge_folds(folds: DataFrame) -> DataFrame:
 
 def _fold_rows(r: DataFrame) -> DataFrame:
     """The partition fold over the rows themselves (any cut of the log): key, fields, epochs."""
-    key = ["topic_id", "partition_id"]
+    key = PARTITION_KEY
     base = _last_per_key(r.where("record_type = 'PartitionRecord'"), key).select(
         *key, F.col("order").alias("base_order"), *PARTITION_FIELDS, "leader_epoch", "partition_epoch"
     )

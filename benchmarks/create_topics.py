@@ -148,7 +148,7 @@ async def closed_loop(target: str, clients: int, duration: float, per_request: i
     return {
         "clients": clients,
         "topics_per_request": per_request,
-        "elapsed_s": elapsed,
+        "created": created,
         "topics_per_s": created / elapsed,
         "requests_per_s": len(latencies) / elapsed,
         "p50_ms": pct(latencies, 50),
@@ -326,8 +326,8 @@ def run(args: argparse.Namespace) -> int:
                 + (f" errors {r['errors']}" if r["errors"] else "")
             )
             print(
-                f"       CPU us per topic: {per_topic_us(r['cpu_s'], r['topics_per_s'] * r['elapsed_s'])} | "
-                f"per echo: {per_topic_us(e['cpu_s'], e['requests_per_s'] * e['elapsed_s'])}"
+                f"       CPU us per topic: {per_topic_us(r['cpu_s'], r['created'])} | "
+                f"per echo: {per_topic_us(e['cpu_s'], e['created'])}"
             )
         r = closed_loop_measured(16, 100, "batch")
         report["batch_100"] = r
@@ -335,7 +335,7 @@ def run(args: argparse.Namespace) -> int:
             f"  16 clients, 100 topics/request: {r['topics_per_s']:>7,.0f} topics/s, p50 {r['p50_ms']:.1f} ms, "
             f"p99 {r['p99_ms']:.1f} ms" + (f" errors {r['errors']}" if r["errors"] else "")
         )
-        print(f"       CPU us per topic: {per_topic_us(r['cpu_s'], r['topics_per_s'] * r['elapsed_s'])}")
+        print(f"       CPU us per topic: {per_topic_us(r['cpu_s'], r['created'])}")
         r = asyncio.run(open_loop(target, 500, duration, "open"))
         report["open_500"] = r
         print(
@@ -353,7 +353,7 @@ def run(args: argparse.Namespace) -> int:
             ("128 clients x 1 topic", top, 0.5 * echo128["requests_per_s"]),
             ("16 clients x 100 topics", report["batch_100"], 20_000),
         ):
-            topics = r["topics_per_s"] * r["elapsed_s"]
+            topics = r["created"]
             if not topics or "leader" not in r["cpu_s"]:
                 continue
             total = sum(r["cpu_s"].values()) / topics

@@ -20,6 +20,7 @@ ROW_TYPES = {
     "leader_epoch": pa.int32(),
     "partition_epoch": pa.int32(),
 }
+INPUT_SCHEMA = pa.schema([(n, ROW_TYPES[n]) for n in INPUT])
 replica_list = st.lists(st.integers(0, 5), max_size=3)
 row = st.fixed_dictionaries(
     {
@@ -80,7 +81,7 @@ def test_fold_range_equals_a_sequential_fold(drawn: list[dict], rnd: random.Rand
     rows = as_rows(drawn)
     shuffled = rows[:]
     rnd.shuffle(shuffled)  # the decoder groups rows by type: the fold must not rely on their order
-    table = pa.Table.from_pylist(shuffled, schema=pa.schema([(n, ROW_TYPES[n]) for n in INPUT]))
+    table = pa.Table.from_pylist(shuffled, schema=INPUT_SCHEMA)
     folded = fold_range(table)
     assert folded.schema == SCHEMA
     got = {(r.pop("topic_id"), r.pop("partition_id")): r for r in folded.to_pylist()}
@@ -95,12 +96,12 @@ def drawn_row(full: bool, lists: list[int] | None, leader: int | None, epochs: i
 def test_a_change_before_the_last_partition_record_no_longer_counts() -> None:
     emptied = drawn_row(False, None, None) | {"isr": []}
     rows = as_rows([drawn_row(True, [1, 2], 1), drawn_row(False, None, 2), drawn_row(True, [3], 3, 7), emptied])
-    table = pa.Table.from_pylist(rows, schema=pa.schema([(n, ROW_TYPES[n]) for n in INPUT]))
+    table = pa.Table.from_pylist(rows, schema=INPUT_SCHEMA)
     (delta,) = fold_range(table).to_pylist()
     assert (delta["base_order"], delta["order"], delta["leader"], delta["isr"]) == (1002, 1003, 3, [])
     assert (delta["leader_epoch"], delta["partition_epoch"], delta["leader_changes"], delta["changes"]) == (7, 9, 0, 1)
 
 
 def test_an_empty_range_folds_to_nothing() -> None:
-    empty = pa.schema([(n, ROW_TYPES[n]) for n in INPUT]).empty_table()
+    empty = INPUT_SCHEMA.empty_table()
     assert fold_range(empty).num_rows == 0
