@@ -7,7 +7,11 @@ from functools import reduce
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 
+from audit.record_checks import FINDINGS, MENTIONS, findings_of_batches, mentions_of_batches
+from audit.record_checks import INPUT as CHECK_INPUT
+from audit.records import Summaries
 from audit.replay import State, records_as_of
 
 COLUMNS = ["check", "offset", "file", "position", "explanation"]
@@ -51,11 +55,12 @@ def batches_of(rows: DataFrame) -> DataFrame:
     )
 
 
-def _orphans(r: DataFrame, part_rows: DataFrame, where: F.Column, folds: DataFrame | None) -> DataFrame:
+def _orphans(r: DataFrame, part_rows: DataFrame, where: F.Column, folds: DataFrame | None) -> DataFrame | None:
     """partition_of_existing_topic: partition records whose topic id is not live where they lie. A topic id lives
     from a creation to the id's next event. Most topics have all their partition rows inside one lifetime, which
     one aggregate per topic settles (over the executors' partition folds when given: a few rows per partition,
-    not one per record); only the rows of the others (few) are matched with lifetimes one by one."""
+    not one per record); only the rows of the others (few; none in a sound log) are matched with lifetimes one by
+    one. None when there are none."""
     topic_events = r.where(F.col("record_type").isin("TopicRecord", "RemoveTopicRecord"))
     lifetimes = (
         topic_events.select(
@@ -81,8 +86,10 @@ def _orphans(r: DataFrame, part_rows: DataFrame, where: F.Column, folds: DataFra
         else folds.groupBy("topic_id").agg(F.min("first_order").alias("_first"), F.max("order").alias("_last"))
     )
     settled = spans.join(F.broadcast(lifetimes), within(F.col("_first"), F.col("_last")), "left_semi")
-    suspects = spans.join(settled, "topic_id", "left_anti").select("topic_id")
-    orphans = part_rows.join(F.broadcast(suspects), "topic_id", "left_semi").join(
+    suspects = [row[0] for row in spans.join(settled, "topic_id", "left_anti").select("topic_id").collect()]
+    if not suspects:
+        return None
+    orphans = part_rows.where(F.col("topic_id").isin(suspects)).join(
         F.broadcast(lifetimes), within(F.col("order"), F.col("order")), "left_anti"
     )
     # The explanation ends in whether the topic id ever existed before the record.
@@ -95,22 +102,53 @@ def _orphans(r: DataFrame, part_rows: DataFrame, where: F.Column, folds: DataFra
     )
 
 
+def _unregistered(r: DataFrame, part_rows: DataFrame, mentions: DataFrame, where: F.Column) -> DataFrame | None:
+    """brokers_registered: records naming a broker (in replicas or ISR) before its first registration. The
+    mentions (each broker named, with the first order naming it) single out the brokers named too early; only
+    records naming one of those (none in a sound log) are read again. None when there are none."""
+    registered = (
+        r.where("record_type = 'RegisterBrokerRecord'")
+        .groupBy("broker_id")
+        .agg(F.min("order").alias("registered_order"))
+    )
+    first = {row["broker_id"]: row["registered_order"] for row in registered.collect()}
+    named_at = mentions.groupBy("broker_id").agg(F.min("first_order").alias("first_order")).collect()
+    suspects = sorted(m["broker_id"] for m in named_at if first.get(m["broker_id"], 2**63 - 1) > m["first_order"])
+    if not suspects:
+        return None
+    # The first registrations are one row per broker: read into the plan as literals and looked up in place.
+    known = F.create_map(*[F.lit(v) for kv in sorted(first.items()) for v in kv]) if first else None
+
+    def not_yet_registered(broker: F.Column) -> F.Column:
+        at = known[broker] if known is not None else F.lit(None).cast("long")
+        return at.isNull() | (at > F.col("order"))
+
+    named = F.array_union(F.coalesce("replicas", F.array()), F.coalesce("isr", F.array()))
+    early = part_rows.where(F.arrays_overlap(named, F.array(*[F.lit(b) for b in suspects]))).select(
+        "*", F.explode(F.filter(named, not_yet_registered)).alias("_broker")
+    )
+    return _finding(
+        early,
+        "brokers_registered",
+        F.format_string("%s for %s names broker %d, which is not registered", "record_type", where, "_broker"),
+    )
+
+
 def check_all(
     rows: DataFrame,
     state: State,
     as_of_offset: int | None = None,
-    batches: DataFrame | None = None,
-    folds: DataFrame | None = None,
+    summaries: Summaries | None = None,
 ) -> DataFrame:
-    """Every finding as a row. ``batches`` is :func:`batches_of` ``rows`` and ``folds`` the executors' partition
-    folds of ``rows`` (:mod:`audit.fold`), when they were computed already."""
+    """Every finding as a row. ``summaries``: what the executors computed from ``rows`` while decoding them
+    (:func:`audit.records.write_records`); without them, the same is computed from the rows."""
     r = records_as_of(rows, as_of_offset)
     found: list[DataFrame] = []
 
     # -- damage: unreadable bytes and batches, bad CRCs (the job reads on past them)
     errors = rows.where(F.col("error").isNotNull())
     found.append(_finding(errors, "readable", F.col("error")))
-    batches = batches if batches is not None else batches_of(rows)
+    batches = summaries.batches if summaries is not None else batches_of(rows)
     bad_crc = batches.where(~F.col("crc_valid"))
     found.append(
         _finding(
@@ -175,75 +213,24 @@ def check_all(
         )
     )
 
-    # -- partitions: the per-record rules in one pass over the partition rows (most of a log): each rule gives a
-    # (check, explanation) or nothing, and the rows with something become findings.
+    # -- partitions: the per-record rules (:mod:`audit.record_checks`) ran on the executors while they decoded,
+    # or run now over the rows; then the rules that need the rest of the log.
     part_rows = r.where(F.col("record_type").isin("PartitionRecord", "PartitionChangeRecord"))
     full = F.col("record_type") == "PartitionRecord"
     where = F.format_string("partition %d of topic id %s", "partition_id", "topic_id")
-    found.append(_orphans(r, part_rows, where, folds if as_of_offset is None else None))
-    # Brokers must be registered before a record names them. The first registration per broker is one row per
-    # broker, so it is read into the plan as literals and looked up in place (no explode-and-join of every replica).
-    registered = (
-        r.where("record_type = 'RegisterBrokerRecord'")
-        .groupBy("broker_id")
-        .agg(F.min("order").alias("registered_order"))
-    )
-    first = {row["broker_id"]: row["registered_order"] for row in registered.collect()}
-    known = F.create_map(*[F.lit(v) for kv in sorted(first.items()) for v in kv]) if first else None
-
-    def not_yet_registered(broker: F.Column) -> F.Column:
-        at = known[broker] if known is not None else F.lit(None).cast("long")
-        return at.isNull() | (at > F.col("order"))
-
-    named = F.array_union(F.coalesce("replicas", F.array()), F.coalesce("isr", F.array()))
-    # After the last first registration, "not registered yet" is "never registered": an array difference with
-    # the registered ids, which Spark compiles, instead of a lambda per replica, which it interprets (2x slower).
-    ids = F.array(*[F.lit(b) for b in sorted(first)]).cast("array<int>")
-    last_first_registration = max(first.values(), default=-(2**63))
-    unregistered_named = F.when(F.col("order") > last_first_registration, F.size(F.array_except(named, ids)) > 0)
-    unregistered_named = unregistered_named.otherwise(F.exists(named, not_yet_registered))
-
-    rules = {  # check -> (broken, explanation)
-        "replicas_distinct": (
-            F.col("replicas").isNotNull() & (F.size(F.array_distinct("replicas")) != F.size("replicas")),
-            F.format_string("%s lists replicas %s with a repeat", where, F.array_join("replicas", ",")),
-        ),
-        "isr_subset_of_replicas": (
-            full & (F.size(F.array_except("isr", "replicas")) > 0),
-            F.format_string(
-                "%s: ISR [%s] is not within replicas [%s]",
-                where,
-                F.array_join("isr", ","),
-                F.array_join("replicas", ","),
-            ),
-        ),
-        "leader_in_isr": (
-            full & (F.col("leader") != -1) & ~F.array_contains("isr", F.col("leader")),
-            F.format_string("%s: leader %d is not in ISR [%s]", where, "leader", F.array_join("isr", ",")),
-        ),
-    }
-    findings = [
-        F.array(F.when(broken, F.struct(F.lit(check).alias("check"), explanation.alias("explanation"))))
-        for check, (broken, explanation) in rules.items()
-    ]
-    findings.append(  # one finding per broker not registered
-        F.transform(
-            F.filter(named, not_yet_registered),
-            lambda b: F.struct(
-                F.lit("brokers_registered").alias("check"),
-                F.format_string("%s for %s names broker %d, which is not registered", "record_type", where, b).alias(
-                    "explanation"
-                ),
-            ),
-        )
-    )
-    per_record = (
-        # Cheap tests first: the explanations are built only for the (rare) rows that break a rule.
-        part_rows.where(
-            reduce(lambda a, b: a | b, [broken for broken, _ in rules.values()], unregistered_named)
-        ).select("offset", "file", "position", F.explode(F.array_compact(F.flatten(F.array(*findings)))).alias("_f"))
-    )
-    found.append(_finding(per_record, F.col("_f.check"), F.col("_f.explanation")))
+    if summaries is not None:
+        per_record = summaries.record_findings
+        per_record = per_record if as_of_offset is None else per_record.where(F.col("order") <= as_of_offset)
+        mentions = summaries.broker_mentions  # of the whole log: a superset of the cut's, which is enough
+    else:
+        checked = part_rows.select(*CHECK_INPUT)
+        per_record = checked.mapInArrow(findings_of_batches, from_arrow_schema(FINDINGS))
+        mentions = checked.mapInArrow(mentions_of_batches, from_arrow_schema(MENTIONS))
+    found.append(per_record.select(*COLUMNS))
+    folds = summaries.partition_folds if summaries is not None and as_of_offset is None else None
+    for late in (_orphans(r, part_rows, where, folds), _unregistered(r, part_rows, mentions, where)):
+        if late is not None:
+            found.append(late)
     records_full = r.where(full)
     by_partition = Window.partitionBy("topic_id", "partition_id").orderBy("order")
     epochs = records_full.select(

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from audit.invariants import check_all
-from audit.records import read_batches, read_partition_folds, read_records, write_records
+from audit.records import read_records, read_summaries, write_records
 from audit.replay import State, replay
 from audit.source import select_files
 
@@ -117,8 +117,8 @@ def run_audit(
     written = write_records(spark, log_dir, out, from_start=from_start)
     rows = read_records(spark, out)
     t_decode = time.perf_counter()
-    folds = read_partition_folds(spark, out)
-    state = replay(rows, as_of_offset, folds)
+    summaries = read_summaries(spark, out)
+    state = replay(rows, as_of_offset, summaries.partition_folds)
     # The state tables feed the invariants, the analytics and their own Parquet files: compute each once.
     level = StorageLevel.MEMORY_AND_DISK
     state = State(
@@ -127,7 +127,7 @@ def run_audit(
         state.brokers.persist(level),
         state.configs.persist(level),
     )
-    violations = check_all(rows, state, as_of_offset, read_batches(spark, out), folds)
+    violations = check_all(rows, state, as_of_offset, summaries)
     tables: dict[str, DataFrame] = {
         "topics": state.topics,
         "partitions": state.partitions,

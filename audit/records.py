@@ -29,6 +29,8 @@ from audit.decode import FileRange, spark_schema
 from audit.fold import INPUT as FOLD_INPUT
 from audit.fold import SCHEMA as FOLD_SCHEMA
 from audit.fold import fold_range
+from audit.record_checks import FINDINGS, MENTIONS, findings, mentions
+from audit.record_checks import INPUT as CHECK_INPUT
 from audit.source import DEFAULT_SPLIT_BYTES, plan, read_range
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # how Spark names the partition of a null value (error rows)
@@ -63,11 +65,12 @@ def _batch_summary(batch: pa.RecordBatch) -> pa.Table:
 
 
 PARTITION_TYPES = ("PartitionRecord", "PartitionChangeRecord")
+PARTITION_INPUT = list(dict.fromkeys([*FOLD_INPUT, *CHECK_INPUT]))
+SUMMARIES = ("batches", "partition_folds", "record_findings", "broker_mentions")  # beside `records`
 
 
-def _write_range(
-    index: int, r: FileRange, first_log_offset: int, out: str, batches_out: str, folds_out: str
-) -> Written:
+def _write_range(index: int, r: FileRange, first_log_offset: int, out: str) -> Written:
+    """Decode one range into ``out/records`` and its summaries into the :data:`SUMMARIES` tables beside it."""
     writers: dict[str | None, pq.ParquetWriter] = {}
     summaries: list[pa.Table] = []
     partition_rows: list[pa.RecordBatch] = []
@@ -83,12 +86,12 @@ def _write_range(
             writer = writers.get(kind)
             if writer is None:
                 name = NULL_PARTITION if kind is None else urllib.parse.quote(kind, safe="")
-                directory = Path(out) / f"record_type={name}"
+                directory = Path(out) / "records" / f"record_type={name}"
                 directory.mkdir(parents=True, exist_ok=True)
                 writer = writers[kind] = pq.ParquetWriter(directory / f"part-{index:05d}.parquet", data.schema)
             writer.write_batch(data)
             if kind in PARTITION_TYPES:
-                partition_rows.append(batch.select(FOLD_INPUT))
+                partition_rows.append(batch.select(PARTITION_INPUT))
             summaries.append(_batch_summary(batch))
             records += batch.num_rows
             errors += batch.num_rows - batch.column("error").null_count
@@ -117,28 +120,33 @@ def _write_range(
                 "crc_valid": pc.cast(combined.column("crc_valid_min_min"), pa.bool_()),
             }
         )
-        pq.write_table(table, Path(batches_out) / f"part-{index:05d}.parquet")
+        pq.write_table(table, Path(out) / "batches" / f"part-{index:05d}.parquet")
     if partition_rows:
-        folded = fold_range(pa.Table.from_batches(partition_rows))
-        pq.write_table(folded, Path(folds_out) / f"part-{index:05d}.parquet")
+        partitions = pa.Table.from_batches(partition_rows)
+        for name, table in (
+            ("partition_folds", fold_range(partitions.select(FOLD_INPUT))),
+            ("record_findings", findings(partitions)),
+            ("broker_mentions", mentions(partitions)),
+        ):
+            pq.write_table(table, Path(out) / name / f"part-{index:05d}.parquet")
     return Written(records, errors, last)
 
 
 def write_records(spark: SparkSession, log_dir: str | Path, out: str | Path, *, from_start: bool = False) -> Written:
-    """Decode ``log_dir`` on the executors into ``out/records``, ``out/batches`` (one row per log batch,
-    :func:`audit.invariants.batches_of`) and ``out/partition_folds`` (:mod:`audit.fold`), all replaced if present;
-    the driver gets three numbers."""
+    """Decode ``log_dir`` on the executors into ``out/records`` and the summaries beside it, all replaced if
+    present: ``batches`` (one row per log batch, :func:`audit.invariants.batches_of`), ``partition_folds``
+    (:mod:`audit.fold`), ``record_findings`` and ``broker_mentions`` (:mod:`audit.record_checks`). The driver gets
+    three numbers."""
     out = Path(out).resolve()
-    for table in (out / "records", out / "batches", out / "partition_folds"):
+    for table in (out / "records", *(out / name for name in SUMMARIES)):
         if table.exists():
             shutil.rmtree(table)
         table.mkdir(parents=True)
     ranges, first = plan(log_dir, from_start, DEFAULT_SPLIT_BYTES, 4 * spark.sparkContext.defaultParallelism)
     if not ranges:
         return Written(0, 0, None)
-    records, batches, folds = str(out / "records"), str(out / "batches"), str(out / "partition_folds")
     tasks = spark.sparkContext.parallelize(list(enumerate(ranges)), len(ranges))
-    parts = tasks.map(lambda task: _write_range(task[0], task[1], first, records, batches, folds)).collect()
+    parts = tasks.map(lambda task: _write_range(task[0], task[1], first, str(out))).collect()
     last = [p.last_offset for p in parts if p.last_offset is not None]
     return Written(sum(p.records for p in parts), sum(p.errors for p in parts), max(last) if last else None)
 
@@ -156,12 +164,24 @@ BATCHES_SCHEMA = StructType(
 )
 
 
-def read_batches(spark: SparkSession, out: str | Path) -> DataFrame:
-    return spark.read.schema(BATCHES_SCHEMA).parquet(str(Path(out) / "batches"))
+@dataclass(frozen=True)
+class Summaries:
+    """What the executors computed from the rows while decoding them (:func:`write_records`)."""
+
+    batches: DataFrame
+    partition_folds: DataFrame
+    record_findings: DataFrame
+    broker_mentions: DataFrame
 
 
-def read_partition_folds(spark: SparkSession, out: str | Path) -> DataFrame:
-    return spark.read.schema(from_arrow_schema(FOLD_SCHEMA)).parquet(str(Path(out) / "partition_folds"))
+def read_summaries(spark: SparkSession, out: str | Path) -> Summaries:
+    schemas = {
+        "batches": BATCHES_SCHEMA,
+        "partition_folds": from_arrow_schema(FOLD_SCHEMA),
+        "record_findings": from_arrow_schema(FINDINGS),
+        "broker_mentions": from_arrow_schema(MENTIONS),
+    }
+    return Summaries(**{name: spark.read.schema(schemas[name]).parquet(str(Path(out) / name)) for name in SUMMARIES})
 
 
 def read_records(spark: SparkSession, out: str | Path) -> DataFrame:

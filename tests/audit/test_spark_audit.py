@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from audit.decode import FileRange, arrow_schema, decode_range, spark_schema
 from audit.invariants import COLUMNS, batches_of, check_all
 from audit.job import read_rows, run_audit
-from audit.records import BATCHES_SCHEMA, read_batches, read_partition_folds, read_records, write_records
+from audit.records import BATCHES_SCHEMA, read_records, read_summaries, write_records
 from audit.replay import replay
 from controller.records import (
     ConfigRecord,
@@ -301,7 +301,7 @@ def test_partition_folds_from_the_executors_give_the_controllers_state(spark: An
             (directory / f"{base:020d}.log").write_bytes(b"".join(batches))
         write_records(spark, tmp_path / name, tmp_path / f"{name}-out")
         rows = read_records(spark, tmp_path / f"{name}-out")
-        folds = read_partition_folds(spark, tmp_path / f"{name}-out")
+        folds = read_summaries(spark, tmp_path / f"{name}-out").partition_folds
         expected = controller_replay(log.records)
         assert_same_state(audit_state(replay(rows, None, folds)), expected)
         assert_same_state(audit_state(replay(rows)), expected)  # the row-by-row path, for any cut of the log
@@ -370,14 +370,23 @@ def broken_log() -> tuple[LogBuilder, dict[tuple[str, int | None], int], int]:
     return b, expect, garbage_at
 
 
-def test_every_invariant_fires_where_it_is_broken(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("via", ["rows", "executors"])
+def test_every_invariant_fires_where_it_is_broken(spark: Any, tmp_path: Path, via: str) -> None:
+    """Over the data source's rows alone, and as the audit job runs: over the records table, with what the
+    executors computed while decoding (batches, partition folds, per-record findings, broker mentions)."""
     log, expected, garbage_at = broken_log()
-    path = log.write(tmp_path)
-    rows = read_rows(spark, tmp_path).cache()
-    try:
-        found = [r.asDict() for r in check_all(rows, replay(rows)).collect()]
-    finally:
-        rows.unpersist()
+    path = log.write(tmp_path / "log")
+    if via == "rows":
+        rows = read_rows(spark, tmp_path / "log").cache()
+        try:
+            found = [r.asDict() for r in check_all(rows, replay(rows)).collect()]
+        finally:
+            rows.unpersist()
+    else:
+        write_records(spark, tmp_path / "log", tmp_path / "out")
+        rows, summaries = read_records(spark, tmp_path / "out"), read_summaries(spark, tmp_path / "out")
+        state = replay(rows, None, summaries.partition_folds)
+        found = [r.asDict() for r in check_all(rows, state, None, summaries).collect()]
     got: dict[tuple[str, int | None], int] = {}
     for v in found:
         got[(v["check"], v["offset"])] = got.get((v["check"], v["offset"]), 0) + 1
@@ -414,7 +423,7 @@ def test_records_table_holds_exactly_the_data_source_rows(spark: Any, tmp_path: 
     dirs = sorted(p.name for p in (tmp_path / "out" / "records").iterdir())
     assert "record_type=TopicRecord" in dirs and "record_type=__HIVE_DEFAULT_PARTITION__" in dirs, dirs
     # The batches table the executors wrote is what batches_of computes from the rows.
-    ours = sorted(tuple(map(str, r)) for r in read_batches(spark, tmp_path / "out").collect())
+    ours = sorted(tuple(map(str, r)) for r in read_summaries(spark, tmp_path / "out").batches.collect())
     assert ours == sorted(tuple(map(str, r)) for r in batches_of(source).select(*BATCHES_SCHEMA.names).collect())
     # Rewriting replaces the table; a type's filter reads only its directory.
     write_records(spark, tmp_path / "log", tmp_path / "out")
