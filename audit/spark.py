@@ -19,6 +19,12 @@ def find_java() -> str | None:
     return shutil.which("java")
 
 
+# An audit is a short job, most of it spent in code the JVM sees for the first time: the optimising JIT (C2) and
+# concurrent GC threads burn more CPU than they win back before it ends. C1 alone and the parallel collector:
+# 5M-record audit, local[2], first run 36.7 -> 29.2 s (69 -> 50 CPU-s), a second run in the same JVM 24.2 -> 23.4 s.
+LOCAL_JVM = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m -XX:+UseParallelGC"
+
+
 def spark_session(master: str = "local[*]", app: str = "pykraft-audit", memory: str = "4g") -> SparkSession:
     if find_java() is None:
         raise AuditInputError(
@@ -27,14 +33,17 @@ def spark_session(master: str = "local[*]", app: str = "pykraft-audit", memory: 
     # Executors must run this interpreter (it has pykraft and its dependencies), not whatever python3 is on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app)
     if master.startswith("local"):
         # A local audit talks only to itself: keep the driver's ports on loopback (Spark would otherwise pick the
         # first non-loopback interface, and say so on stderr).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # The local JVM is the whole cluster, so its JIT flags are ours to choose (a cluster's executors keep theirs).
+        builder = builder.config(
+            "spark.driver.extraJavaOptions", os.environ.get("PYKRAFT_SPARK_JAVA_OPTIONS", LOCAL_JVM)
+        )
     spark = (
-        SparkSession.builder.master(master)
-        .appName(app)
-        .config("spark.ui.enabled", "false")
+        builder.config("spark.ui.enabled", "false")
         .config("spark.driver.memory", memory)
         .config("spark.sql.shuffle.partitions", os.environ.get("PYKRAFT_SHUFFLE_PARTITIONS", _cores(master)))
         .config("spark.ui.showConsoleProgress", "false")

@@ -38,6 +38,7 @@ from audit.invariants import COLUMNS, batches_of, check_all
 from audit.job import read_rows, run_audit
 from audit.records import BATCHES_SCHEMA, read_records, read_summaries, write_records
 from audit.replay import replay
+from audit.spark import LOCAL_JVM
 from controller.records import (
     ConfigRecord,
     FeatureLevelRecord,
@@ -89,6 +90,13 @@ def segmented(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
         snapshot_bytes([TopicRecord(name=f"t{j}", topic_id=uid(j)) for j in range(0, 42)], epoch=1, per_batch=5)
     )
     return root, files, end_offset
+
+
+def test_the_local_jvm_runs_with_the_audits_jit_and_gc_flags(spark: Any) -> None:
+    if "PYKRAFT_SPARK_JAVA_OPTIONS" in os.environ:
+        pytest.skip("the flags are overridden here")
+    jvm_args = list(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert set(LOCAL_JVM.split()) <= set(jvm_args), jvm_args
 
 
 def test_data_source_rows_equal_decode_range(spark: Any, segmented: tuple[Path, dict[str, Path], int]) -> None:
