@@ -55,12 +55,12 @@ def batches_of(rows: DataFrame) -> DataFrame:
     )
 
 
-def _orphans(r: DataFrame, part_rows: DataFrame, where: F.Column, folds: DataFrame | None) -> DataFrame | None:
+def _orphans(r: DataFrame, part_rows: DataFrame, where: F.Column, spans: DataFrame | None) -> DataFrame | None:
     """partition_of_existing_topic: partition records whose topic id is not live where they lie. A topic id lives
     from a creation to the id's next event. Most topics have all their partition rows inside one lifetime, which
-    one aggregate per topic settles (over the executors' partition folds when given: a few rows per partition,
-    not one per record); only the rows of the others (few; none in a sound log) are matched with lifetimes one by
-    one. None when there are none."""
+    their first and last settle (``spans``: per topic id, the orders of its first and last partition rows, as the
+    executors found them; computed from the rows if None); only the rows of the others (few; none in a sound
+    log) are matched with lifetimes one by one. None when there are none."""
     topic_events = r.where(F.col("record_type").isin("TopicRecord", "RemoveTopicRecord"))
     lifetimes = (
         topic_events.select(
@@ -82,8 +82,8 @@ def _orphans(r: DataFrame, part_rows: DataFrame, where: F.Column, folds: DataFra
 
     spans = (
         part_rows.groupBy("topic_id").agg(F.min("order").alias("_first"), F.max("order").alias("_last"))
-        if folds is None
-        else folds.groupBy("topic_id").agg(F.min("first_order").alias("_first"), F.max("order").alias("_last"))
+        if spans is None
+        else spans.select("topic_id", F.col("first_order").alias("_first"), F.col("last_order").alias("_last"))
     )
     settled = spans.join(F.broadcast(lifetimes), within(F.col("_first"), F.col("_last")), "left_semi")
     suspects = [row[0] for row in spans.join(settled, "topic_id", "left_anti").select("topic_id").collect()]
@@ -227,8 +227,8 @@ def check_all(
         per_record = checked.mapInArrow(findings_of_batches, from_arrow_schema(FINDINGS))
         mentions = checked.mapInArrow(mentions_of_batches, from_arrow_schema(MENTIONS))
     found.append(per_record.select(*COLUMNS))
-    folds = summaries.partition_folds if summaries is not None and as_of_offset is None else None
-    for late in (_orphans(r, part_rows, where, folds), _unregistered(r, part_rows, mentions, where)):
+    spans = summaries.topic_spans if summaries is not None and as_of_offset is None else None
+    for late in (_orphans(r, part_rows, where, spans), _unregistered(r, part_rows, mentions, where)):
         if late is not None:
             found.append(late)
     records_full = r.where(full)

@@ -118,7 +118,7 @@ def run_audit(
     rows = read_records(spark, out)
     t_decode = time.perf_counter()
     summaries = read_summaries(spark, out)
-    state = replay(rows, as_of_offset, summaries.partition_folds)
+    state = replay(rows, as_of_offset, summaries.partition_state)
     # The state tables feed the invariants, the analytics and their own Parquet files: compute each once.
     level = StorageLevel.MEMORY_AND_DISK
     state = State(

@@ -27,8 +27,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 
 from audit.decode import FileRange, spark_schema
 from audit.fold import INPUT as FOLD_INPUT
-from audit.fold import SCHEMA as FOLD_SCHEMA
-from audit.fold import fold_range
+from audit.fold import SPANS, STATE, buckets_of, fold_range, merge_deltas, topic_spans
 from audit.record_checks import FINDINGS, MENTIONS, findings, mentions
 from audit.record_checks import INPUT as CHECK_INPUT
 from audit.source import DEFAULT_SPLIT_BYTES, plan, read_range
@@ -66,11 +65,17 @@ def _batch_summary(batch: pa.RecordBatch) -> pa.Table:
 
 PARTITION_TYPES = ("PartitionRecord", "PartitionChangeRecord")
 PARTITION_INPUT = list(dict.fromkeys([*FOLD_INPUT, *CHECK_INPUT]))
-SUMMARIES = ("batches", "partition_folds", "record_findings", "broker_mentions")  # beside `records`
+SUMMARIES = ("batches", "partition_state", "topic_spans", "record_findings", "broker_mentions")  # beside `records`
+FOLDS = "partition_folds"  # the ranges' partition deltas, a directory per bucket; merged, then removed
 
 
-def _write_range(index: int, r: FileRange, first_log_offset: int, out: str) -> Written:
-    """Decode one range into ``out/records`` and its summaries into the :data:`SUMMARIES` tables beside it."""
+def _part(index: int) -> str:
+    return f"part-{index:05d}.parquet"
+
+
+def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buckets: int) -> Written:
+    """Decode one range into ``out/records``, its summaries into the :data:`SUMMARIES` tables beside it, and its
+    partition deltas into the :data:`FOLDS` buckets."""
     writers: dict[str | None, pq.ParquetWriter] = {}
     summaries: list[pa.Table] = []
     partition_rows: list[pa.RecordBatch] = []
@@ -120,33 +125,56 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str) -> W
                 "crc_valid": pc.cast(combined.column("crc_valid_min_min"), pa.bool_()),
             }
         )
-        pq.write_table(table, Path(out) / "batches" / f"part-{index:05d}.parquet")
+        pq.write_table(table, Path(out) / "batches" / _part(index))
     if partition_rows:
         partitions = pa.Table.from_batches(partition_rows)
-        for name, table in (
-            ("partition_folds", fold_range(partitions.select(FOLD_INPUT))),
-            ("record_findings", findings(partitions)),
-            ("broker_mentions", mentions(partitions)),
-        ):
-            pq.write_table(table, Path(out) / name / f"part-{index:05d}.parquet")
+        pq.write_table(findings(partitions), Path(out) / "record_findings" / _part(index))
+        pq.write_table(mentions(partitions), Path(out) / "broker_mentions" / _part(index))
+        deltas = fold_range(partitions.select(FOLD_INPUT))
+        bucket = buckets_of(deltas.column("topic_id"), buckets)
+        for b in range(buckets):
+            pq.write_table(deltas.filter(bucket == b), Path(out) / FOLDS / f"{b:05d}" / _part(index))
     return Written(records, errors, last)
+
+
+def _merge_bucket(bucket: int, out: str) -> int:
+    """The partition state and topic spans of one bucket's topics, from every range's deltas (:mod:`audit.fold`)."""
+    files = sorted((Path(out) / FOLDS / f"{bucket:05d}").glob("*.parquet"))
+    deltas = pa.concat_tables([pq.read_table(f) for f in files]) if files else None
+    state = merge_deltas(deltas) if deltas is not None else STATE.empty_table()
+    pq.write_table(state, Path(out) / "partition_state" / _part(bucket))
+    spans = topic_spans(deltas) if deltas is not None else SPANS.empty_table()
+    pq.write_table(spans, Path(out) / "topic_spans" / _part(bucket))
+    return state.num_rows
 
 
 def write_records(spark: SparkSession, log_dir: str | Path, out: str | Path, *, from_start: bool = False) -> Written:
     """Decode ``log_dir`` on the executors into ``out/records`` and the summaries beside it, all replaced if
-    present: ``batches`` (one row per log batch, :func:`audit.invariants.batches_of`), ``partition_folds``
-    (:mod:`audit.fold`), ``record_findings`` and ``broker_mentions`` (:mod:`audit.record_checks`). The driver gets
-    three numbers."""
+    present: ``batches`` (one row per log batch, :func:`audit.invariants.batches_of`), ``partition_state`` and
+    ``topic_spans`` (:mod:`audit.fold`), ``record_findings`` and ``broker_mentions`` (:mod:`audit.record_checks`).
+    The driver gets three numbers.
+
+    Two Spark jobs: the first decodes the log's ranges and folds each range's partition records into deltas, put
+    in buckets by topic; the second merges each bucket's deltas from every range, in log order, into the
+    partitions' state: a shuffle through the shared output directory. (Merging the 5M-record benchmark log's
+    ~800k deltas with a Spark shuffle, sort and aggregate took 4.3 s in a fresh JVM; this job takes 0.3 s.)"""
     out = Path(out).resolve()
-    for table in (out / "records", *(out / name for name in SUMMARIES)):
+    for table in (out / "records", out / FOLDS, *(out / name for name in SUMMARIES)):
         if table.exists():
             shutil.rmtree(table)
         table.mkdir(parents=True)
-    ranges, first = plan(log_dir, from_start, DEFAULT_SPLIT_BYTES, 4 * spark.sparkContext.defaultParallelism)
+    parallelism = spark.sparkContext.defaultParallelism
+    ranges, first = plan(log_dir, from_start, DEFAULT_SPLIT_BYTES, 4 * parallelism)
     if not ranges:
+        shutil.rmtree(out / FOLDS)
         return Written(0, 0, None)
+    for b in range(parallelism):
+        (out / FOLDS / f"{b:05d}").mkdir()
     tasks = spark.sparkContext.parallelize(list(enumerate(ranges)), len(ranges))
-    parts = tasks.map(lambda task: _write_range(task[0], task[1], first, str(out))).collect()
+    parts = tasks.map(lambda task: _write_range(task[0], task[1], first, str(out), parallelism)).collect()
+    buckets = spark.sparkContext.parallelize(range(parallelism), parallelism)
+    buckets.map(lambda bucket: _merge_bucket(bucket, str(out))).collect()
+    shutil.rmtree(out / FOLDS)
     last = [p.last_offset for p in parts if p.last_offset is not None]
     return Written(sum(p.records for p in parts), sum(p.errors for p in parts), max(last) if last else None)
 
@@ -169,7 +197,8 @@ class Summaries:
     """What the executors computed from the rows while decoding them (:func:`write_records`)."""
 
     batches: DataFrame
-    partition_folds: DataFrame
+    partition_state: DataFrame  # at the end of the log; no topic names (they come from the topics' replay)
+    topic_spans: DataFrame
     record_findings: DataFrame
     broker_mentions: DataFrame
 
@@ -177,7 +206,8 @@ class Summaries:
 def read_summaries(spark: SparkSession, out: str | Path) -> Summaries:
     schemas = {
         "batches": BATCHES_SCHEMA,
-        "partition_folds": from_arrow_schema(FOLD_SCHEMA),
+        "partition_state": from_arrow_schema(STATE),
+        "topic_spans": from_arrow_schema(SPANS),
         "record_findings": from_arrow_schema(FINDINGS),
         "broker_mentions": from_arrow_schema(MENTIONS),
     }

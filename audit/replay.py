@@ -48,20 +48,6 @@ def _latest(col: str) -> F.Column:
     return F.max(F.when(F.col(col).isNotNull(), F.struct(F.col("order"), F.col(col).alias("v")))).getField("v")
 
 
-def merge_folds(folds: DataFrame) -> DataFrame:
-    """The executors' per-range partition deltas (:mod:`audit.fold`) → the fold of :func:`_fold_rows` at the end
-    of the log. Deltas before a partition's last PartitionRecord no longer count."""
-    key = PARTITION_KEY
-    last_base = F.max("base_order").over(Window.partitionBy(*key))
-    live = folds.withColumn("_base", last_base).where(F.col("order") >= F.col("_base"))
-    at_base = F.col("base_order") == F.col("_base")
-    return live.groupBy(*key).agg(
-        *[_latest(f).alias(f) for f in PARTITION_FIELDS],
-        (F.max(F.when(at_base, F.col("leader_epoch"))) + F.sum("leader_changes")).cast("int").alias("leader_epoch"),
-        (F.max(F.when(at_base, F.col("partition_epoch"))) + F.sum("changes")).cast("int").alias("partition_epoch"),
-    )
-
-
 def _fold_rows(r: DataFrame) -> DataFrame:
     """The partition fold over the rows themselves (any cut of the log): key, fields, epochs."""
     key = PARTITION_KEY
@@ -89,9 +75,9 @@ def _fold_rows(r: DataFrame) -> DataFrame:
     )
 
 
-def replay(rows: DataFrame, as_of_offset: int | None = None, folds: DataFrame | None = None) -> State:
-    """The state at the end of ``rows`` or at ``as_of_offset``. ``folds``: the executors' partition deltas for
-    the same rows (:mod:`audit.fold`), used for the state at the end of the log."""
+def replay(rows: DataFrame, as_of_offset: int | None = None, partition_state: DataFrame | None = None) -> State:
+    """The state at the end of ``rows`` or at ``as_of_offset``. ``partition_state``: the partitions at the end of
+    the same rows, which the executors folded while decoding them (:func:`audit.records.write_records`)."""
     r = records_as_of(rows, as_of_offset)
     # -- topics
     created = r.where("record_type = 'TopicRecord'").select(
@@ -113,8 +99,8 @@ def replay(rows: DataFrame, as_of_offset: int | None = None, folds: DataFrame | 
         .select("topic_id", "topic_name", "created_offset", "created_time")
     )
     # -- partitions: the last PartitionRecord per partition, then the changes after it
-    if folds is not None and as_of_offset is None:
-        folded = merge_folds(folds)  # the executors did most of it while decoding
+    if partition_state is not None and as_of_offset is None:
+        folded = partition_state
     else:
         folded = _fold_rows(r)
     partitions = folded.join(topics.select("topic_id", "topic_name"), "topic_id").select(  # removed: gone

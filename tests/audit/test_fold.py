@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.fold import FIELDS, INPUT, SCHEMA, fold_range
+from audit.fold import FIELDS, INPUT, SCHEMA, STATE, buckets_of, fold_range, merge_deltas
 
 ROW_TYPES = {
     "topic_id": pa.string(),
@@ -105,3 +106,42 @@ def test_a_change_before_the_last_partition_record_no_longer_counts() -> None:
 def test_an_empty_range_folds_to_nothing() -> None:
     empty = INPUT_SCHEMA.empty_table()
     assert fold_range(empty).num_rows == 0
+
+
+def final_state(d: dict) -> dict:
+    return {f: d[f] for f in FIELDS} | {
+        "leader_epoch": d["leader_epoch"] + d["leader_changes"],
+        "partition_epoch": d["partition_epoch"] + d["changes"],
+    }
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(row, max_size=40), st.lists(st.integers(0, 40), max_size=4), st.randoms())
+def test_merging_the_deltas_of_consecutive_ranges_gives_the_state(
+    drawn: list[dict], cuts: list[int], rnd: random.Random
+) -> None:
+    """Fold the log's ranges apart, merge their deltas in any order: the state at the end of the log, for every
+    partition that has a PartitionRecord."""
+    rows = as_rows(drawn)
+    bounds = [0, *sorted(set(cuts)), len(rows)]
+    deltas = [
+        d
+        for lo, hi in itertools.pairwise(bounds)
+        if lo < hi
+        for d in fold_range(pa.Table.from_pylist(rows[lo:hi], schema=INPUT_SCHEMA)).to_pylist()
+    ]
+    rnd.shuffle(deltas)
+    merged = merge_deltas(pa.Table.from_pylist(deltas, schema=SCHEMA))
+    assert merged.schema == STATE
+    got = {(r.pop("topic_id"), r.pop("partition_id")): r for r in merged.to_pylist()}
+    want = {key: final_state(d) for key, d in reference(rows).items() if d["base_order"] is not None}
+    assert got == want
+
+
+def test_a_topics_bucket_depends_on_its_id_alone() -> None:
+    """Every range must put a topic's deltas in the same bucket, whatever else the range holds."""
+    ids = [f"topic-id-{i}" for i in range(200)]
+    one = dict(zip(ids, buckets_of(pa.array(ids), 4), strict=True))
+    other = ids[::-3] + ids[:5]
+    assert [one[i] for i in other] == list(buckets_of(pa.chunked_array([other[:7], other[7:]]), 4))
+    assert set(one.values()) == {0, 1, 2, 3}

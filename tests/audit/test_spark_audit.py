@@ -296,9 +296,9 @@ def churn(seed: int) -> LogBuilder:
     return b
 
 
-def test_partition_folds_from_the_executors_give_the_controllers_state(spark: Any, tmp_path: Path) -> None:
-    """The job folds partitions on the executors range by range (audit.fold) and merges the deltas: the state is
-    the controller's, as the row-by-row replay's is, however the log was split."""
+def test_partition_state_from_the_executors_is_the_controllers(spark: Any, tmp_path: Path) -> None:
+    """The job folds partitions on the executors range by range (audit.fold) and merges the deltas per bucket of
+    topics: the state is the controller's, as the row-by-row replay's is, however the log was split."""
     for name, log in (("history", history()[0]), ("churn", churn(7))):
         directory = tmp_path / name / METADATA_PARTITION_DIR
         directory.mkdir(parents=True)
@@ -307,15 +307,20 @@ def test_partition_folds_from_the_executors_give_the_controllers_state(spark: An
             batches = log.batches[part * n // 4 : (part + 1) * n // 4]
             base = int.from_bytes(batches[0][:8], "big")
             (directory / f"{base:020d}.log").write_bytes(b"".join(batches))
-        write_records(spark, tmp_path / name, tmp_path / f"{name}-out")
-        rows = read_records(spark, tmp_path / f"{name}-out")
-        folds = read_summaries(spark, tmp_path / f"{name}-out").partition_folds
+        out = tmp_path / f"{name}-out"
+        write_records(spark, tmp_path / name, out)
+        rows = read_records(spark, out)
         expected = controller_replay(log.records)
-        assert_same_state(audit_state(replay(rows, None, folds)), expected)
+        assert_same_state(audit_state(replay(rows, None, read_summaries(spark, out).partition_state)), expected)
         assert_same_state(audit_state(replay(rows)), expected)  # the row-by-row path, for any cut of the log
-    # The churn log was split: partitions span ranges, so the merge did real work.
-    spread = folds.groupBy("topic_id", "partition_id").count().agg(F.max("count")).first()[0]
-    assert len(list((tmp_path / "churn-out" / "partition_folds").glob("*.parquet"))) > 2 and spread > 2, spread
+        assert not (out / "partition_folds").exists()  # the deltas were merged, then removed
+    # The churn log was split: partitions span segments, so ranges, and the merge did real work.
+    ranges_per_partition = (
+        rows.where(F.col("record_type").isin("PartitionRecord", "PartitionChangeRecord"))
+        .groupBy("topic_id", "partition_id")
+        .agg(F.countDistinct("file").alias("n"))
+    )
+    assert ranges_per_partition.agg(F.max("n")).first()[0] > 2
 
 
 # -- invariants --------------------------------------------------------------------------------------------------------
@@ -381,7 +386,8 @@ def broken_log() -> tuple[LogBuilder, dict[tuple[str, int | None], int], int]:
 @pytest.mark.parametrize("via", ["rows", "executors"])
 def test_every_invariant_fires_where_it_is_broken(spark: Any, tmp_path: Path, via: str) -> None:
     """Over the data source's rows alone, and as the audit job runs: over the records table, with what the
-    executors computed while decoding (batches, partition folds, per-record findings, broker mentions)."""
+    executors computed while decoding (batches, partition state, topic spans, per-record findings, broker
+    mentions)."""
     log, expected, garbage_at = broken_log()
     path = log.write(tmp_path / "log")
     if via == "rows":
@@ -393,7 +399,7 @@ def test_every_invariant_fires_where_it_is_broken(spark: Any, tmp_path: Path, vi
     else:
         write_records(spark, tmp_path / "log", tmp_path / "out")
         rows, summaries = read_records(spark, tmp_path / "out"), read_summaries(spark, tmp_path / "out")
-        state = replay(rows, None, summaries.partition_folds)
+        state = replay(rows, None, summaries.partition_state)
         found = [r.asDict() for r in check_all(rows, state, None, summaries).collect()]
     got: dict[tuple[str, int | None], int] = {}
     for v in found:
