@@ -24,6 +24,13 @@ _BODY_DECODERS = {
     for cls in DATA_RECORDS
     for v in range(cls.SPEC.versions[0], cls.SPEC.versions[1] + 1)
 }
+# A record's first three bytes (frame version, apiKey, version: each a one-byte varint for every known record) ->
+# its body decoder and version: one dict lookup finds how to decode it, for the hot loops that decode millions.
+BY_FRAME_HEADER: dict[bytes, tuple[Callable[[bytes, int], ApiMessage], int]] = {
+    bytes((FRAME_VERSION, api_key, version)): (decode, version)
+    for (api_key, version), decode in _BODY_DECODERS.items()
+    if api_key < 0x80 and version < 0x80
+}
 
 
 class UnknownRecordError(DecodeError):
@@ -86,8 +93,12 @@ def serialize(message: ApiMessage, version: int | None = None) -> bytes:
 
 def deserialize(value: bytes) -> ApiMessageAndVersion:
     """Decode a framed data record; :class:`DecodeError` (or :class:`UnknownRecordError`) if it is not one."""
+    known = BY_FRAME_HEADER.get(value[:3])
+    if known is not None:
+        decode, version = known
+        return _new(ApiMessageAndVersion, (decode(value, 3), version))
     if len(value) >= 3 and value[0] == FRAME_VERSION and value[1] < 0x80 and value[2] < 0x80:
-        api_key, version, pos = value[1], value[2], 3  # every known apiKey and version fits one byte
+        api_key, version, pos = value[1], value[2], 3
     else:
         try:
             frame, pos = read_uvarint(value, 0)
