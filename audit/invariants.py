@@ -111,11 +111,14 @@ def _unregistered(r: DataFrame, part_rows: DataFrame, mentions: DataFrame, where
         .groupBy("broker_id")
         .agg(F.min("order").alias("registered_order"))
     )
-    first = {row["broker_id"]: row["registered_order"] for row in registered.collect()}
-    named_at = mentions.groupBy("broker_id").agg(F.min("first_order").alias("first_order")).collect()
-    suspects = sorted(m["broker_id"] for m in named_at if first.get(m["broker_id"], 2**63 - 1) > m["first_order"])
+    named_at = mentions.groupBy("broker_id").agg(F.min("first_order").alias("first_order"))
+    early = named_at.join(registered, "broker_id", "left").where(
+        F.col("registered_order").isNull() | (F.col("registered_order") > F.col("first_order"))
+    )
+    suspects = sorted(row["broker_id"] for row in early.select("broker_id").collect())
     if not suspects:
         return None
+    first = {row["broker_id"]: row["registered_order"] for row in registered.collect()}
     # The first registrations are one row per broker: read into the plan as literals and looked up in place.
     known = F.create_map(*[F.lit(v) for kv in sorted(first.items()) for v in kv]) if first else None
 
