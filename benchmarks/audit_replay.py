@@ -7,7 +7,9 @@ Prints, measured in one run on the same log:
 - the whole audit (decode, replay, invariants, analytics, Parquet tables, report.html): records/s with local[1]
   and local[2], and the local[2] / local[1] scaling ratio. Each master runs in a fresh process, so each first
   audit pays for its JVM's warm-up as ``pykraft audit`` does (the acceptance figures); a second audit in the same
-  JVM is printed beside it;
+  JVM is printed beside it, with how many cores the machine kept busy meanwhile (/proc/stat). local[1] runs one
+  task at a time, but its JVM and driver also use the other cores, which caps its ratio with local[2]; so a third
+  run gives local[1] one core (CPU affinity) to show what the audit gains from a second core;
 - beside them, a single-process pure-Python replay of the same log (decode every record and replay it through the
   controller's own replay code), records/s, and the ratios.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -177,13 +180,22 @@ def pure_python_replay(log_dir: Path) -> tuple[int, float]:
     return n, time.perf_counter() - started
 
 
-def spark_runs(log_dir: Path, out: Path, master: str) -> dict:
+def cpu_seconds_busy() -> float:
+    """CPU time the whole machine has spent busy (not idle or waiting on I/O) since boot, from /proc/stat: the
+    audit's JVM threads, Python workers and driver all count, whatever process they are in."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def spark_runs(log_dir: Path, out: Path, master: str, cpus: set[int] | None = None) -> dict:
     """In a fresh process (its own JVM, as ``pykraft audit`` gets): decode only, then the whole audit twice — the
-    first as a user's run (the JVM compiling Spark's code as it goes), the second with a warm JVM."""
+    first as a user's run (the JVM compiling Spark's code as it goes), the second with a warm JVM. ``cpus``: the
+    only CPUs the process, its JVM and its Python workers may run on."""
     child = subprocess.run(
         [sys.executable, __file__, "--spark-run", master, str(log_dir), str(out)],
         stdout=subprocess.PIPE,
         check=True,
+        preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
     )
     return json.loads(child.stdout.decode().strip().splitlines()[-1])
 
@@ -203,16 +215,19 @@ def spark_run_main(master: str, log_dir: Path, out: Path) -> int:
         decode_s = time.perf_counter() - t
         runs = []
         for _ in range(2):
-            t = time.perf_counter()
+            t, busy = time.perf_counter(), cpu_seconds_busy()
             result = run_audit(spark, log_dir, out)
-            runs.append((time.perf_counter() - t, result))
-        (audit_s, result), (warm_s, _) = runs
+            elapsed = time.perf_counter() - t
+            runs.append((elapsed, (cpu_seconds_busy() - busy) / elapsed, result))
+        (audit_s, audit_cores, result), (warm_s, warm_cores, _) = runs
         report = {
             "master": master,
             "records": int(decoded[0]),
             "decode_s": decode_s,
             "audit_s": audit_s,
             "warm_audit_s": warm_s,
+            "audit_cores_busy": audit_cores,
+            "warm_audit_cores_busy": warm_cores,
             "decode_per_s": decoded[0] / decode_s,
             "audit_per_s": result.records / audit_s,
             "warm_audit_per_s": result.records / warm_s,
@@ -247,13 +262,18 @@ def main() -> int:
         baseline = n / secs
         print(f"single-process pure-Python replay: {baseline:,.0f} records/s ({n:,} in {secs:.1f} s)")
         report = {"records": written, "pure_python_per_s": baseline}
-        for master in ("local[1]", "local[2]"):
-            r = spark_runs(root / "log", root / f"out-{master[6]}", master)
-            report[master] = r
+        runs: list[tuple[str, str, set[int] | None]] = [("local[1]", "local[1]", None), ("local[2]", "local[2]", None)]
+        if len(os.sched_getaffinity(0)) >= 2:
+            # local[1] given one core: what one core does, where plain local[1] also has the others for its JVM
+            runs.append(("local[1] on one core", "local[1]", {min(os.sched_getaffinity(0))}))
+        for label, master, cpus in runs:
+            r = spark_runs(root / "log", root / f"out-{len(report)}", master, cpus)
+            report[label] = r
             print(
-                f"{master}: decode {r['decode_per_s']:,.0f} records/s ({r['decode_s']:.1f} s); whole audit "
-                f"{r['audit_per_s']:,.0f} records/s ({r['audit_s']:.1f} s; again in the warm JVM "
-                f"{r['warm_audit_per_s']:,.0f}/s, {r['warm_audit_s']:.1f} s); violations {r['violations'] or 'none'}"
+                f"{label}: decode {r['decode_per_s']:,.0f} records/s ({r['decode_s']:.1f} s); whole audit "
+                f"{r['audit_per_s']:,.0f} records/s ({r['audit_s']:.1f} s, {r['audit_cores_busy']:.2f} cores busy; "
+                f"again in the warm JVM {r['warm_audit_per_s']:,.0f}/s, {r['warm_audit_s']:.1f} s, "
+                f"{r['warm_audit_cores_busy']:.2f} cores); violations {r['violations'] or 'none'}"
             )
         one, two = report["local[1]"], report["local[2]"]
         scaling = two["audit_per_s"] / one["audit_per_s"]
@@ -262,6 +282,17 @@ def main() -> int:
         print(f"  local[2] / local[1], whole audit, warm  = {two['warm_audit_per_s'] / one['warm_audit_per_s']:.2f}x")
         print(f"  local[2] / local[1], decode             = {two['decode_per_s'] / one['decode_per_s']:.2f}x")
         print(f"  local[2] audit / pure-Python replay     = {two['audit_per_s'] / baseline:.2f}x")
+        # local[1] runs one task at a time, but its JVM (JIT, GC, Spark's own threads) and the Python driver use
+        # the other cores too: with all of them busy, local[2] can gain at most cores / (cores local[1] kept busy).
+        cores = len(os.sched_getaffinity(0))
+        cold_cap, warm_cap = cores / one["audit_cores_busy"], cores / one["warm_audit_cores_busy"]
+        print(
+            f"  (local[1] kept {one['audit_cores_busy']:.2f} of {cores} cores busy: local[2] can be at most "
+            f"{cold_cap:.2f}x faster on this machine; warm {warm_cap:.2f}x)"
+        )
+        pinned = report.get("local[1] on one core")
+        if pinned:
+            print(f"  local[2] / local[1] on one core         = {two['audit_per_s'] / pinned['audit_per_s']:.2f}x")
         print("\nacceptance (issue targets):")
         for text, ok in (
             ("local[2] >= 1.7x local[1] (whole audit)", scaling >= 1.7),
