@@ -5,11 +5,21 @@ from __future__ import annotations
 
 from functools import reduce
 
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from audit.record_checks import FINDINGS, MENTIONS, findings_of_batches, mentions_of_batches
+from audit.record_checks import (
+    FINDINGS,
+    MENTIONS,
+    REGISTRATIONS,
+    TOPIC_EVENTS,
+    early_brokers,
+    findings_of_batches,
+    mentions_of_batches,
+    orphan_suspects,
+)
 from audit.record_checks import INPUT as CHECK_INPUT
 from audit.records import Summaries
 from audit.replay import State, records_as_of
@@ -55,15 +65,17 @@ def batches_of(rows: DataFrame) -> DataFrame:
     )
 
 
-def _orphans(r: DataFrame, part_rows: DataFrame, where: F.Column, spans: DataFrame | None) -> DataFrame | None:
+def _orphans(r: DataFrame, part_rows: DataFrame, where: F.Column, suspects: list[str]) -> DataFrame | None:
     """partition_of_existing_topic: partition records whose topic id is not live where they lie. A topic id lives
-    from a creation to the id's next event. Most topics have all their partition rows inside one lifetime, which
-    their first and last settle (``spans``: per topic id, the orders of its first and last partition rows, as the
-    executors found them; computed from the rows if None); only the rows of the others (few; none in a sound
-    log) are matched with lifetimes one by one. None when there are none."""
+    from a creation to the id's next event. Only the rows of the ``suspects`` (the topics whose partition rows
+    do not all lie in one lifetime, :func:`audit.record_checks.orphan_suspects`; none in a sound log) are matched
+    with lifetimes one by one. None when there are none."""
+    if not suspects:
+        return None
     topic_events = r.where(F.col("record_type").isin("TopicRecord", "RemoveTopicRecord"))
     lifetimes = (
-        topic_events.select(
+        topic_events.where(F.col("topic_id").isin(suspects))
+        .select(
             F.col("topic_id").alias("_tid"),
             F.col("order").alias("_born"),
             F.lead("order").over(Window.partitionBy("topic_id").orderBy("order")).alias("_ends"),
@@ -72,26 +84,12 @@ def _orphans(r: DataFrame, part_rows: DataFrame, where: F.Column, spans: DataFra
         .where("record_type = 'TopicRecord'")
         .drop("record_type")
     )
-
-    def within(first: F.Column, last: F.Column) -> F.Column:
-        return (
-            (F.col("_tid") == F.col("topic_id"))
-            & (F.col("_born") < first)
-            & (F.col("_ends").isNull() | (F.col("_ends") > last))
-        )
-
-    spans = (
-        part_rows.groupBy("topic_id").agg(F.min("order").alias("_first"), F.max("order").alias("_last"))
-        if spans is None
-        else spans.select("topic_id", F.col("first_order").alias("_first"), F.col("last_order").alias("_last"))
+    within = (
+        (F.col("_tid") == F.col("topic_id"))
+        & (F.col("_born") < F.col("order"))
+        & (F.col("_ends").isNull() | (F.col("_ends") > F.col("order")))
     )
-    settled = spans.join(F.broadcast(lifetimes), within(F.col("_first"), F.col("_last")), "left_semi")
-    suspects = [row[0] for row in spans.join(settled, "topic_id", "left_anti").select("topic_id").collect()]
-    if not suspects:
-        return None
-    orphans = part_rows.where(F.col("topic_id").isin(suspects)).join(
-        F.broadcast(lifetimes), within(F.col("order"), F.col("order")), "left_anti"
-    )
+    orphans = part_rows.where(F.col("topic_id").isin(suspects)).join(F.broadcast(lifetimes), within, "left_anti")
     # The explanation ends in whether the topic id ever existed before the record.
     first_born = lifetimes.groupBy(F.col("_tid").alias("topic_id")).agg(F.min("_born").alias("_b"))
     end = F.when(F.col("_b") < F.col("order"), "was removed before it").otherwise("does not exist yet")
@@ -102,23 +100,14 @@ def _orphans(r: DataFrame, part_rows: DataFrame, where: F.Column, spans: DataFra
     )
 
 
-def _unregistered(r: DataFrame, part_rows: DataFrame, mentions: DataFrame, where: F.Column) -> DataFrame | None:
-    """brokers_registered: records naming a broker (in replicas or ISR) before its first registration. The
-    mentions (each broker named, with the first order naming it) single out the brokers named too early; only
-    records naming one of those (none in a sound log) are read again. None when there are none."""
-    registered = (
-        r.where("record_type = 'RegisterBrokerRecord'")
-        .groupBy("broker_id")
-        .agg(F.min("order").alias("registered_order"))
-    )
-    named_at = mentions.groupBy("broker_id").agg(F.min("first_order").alias("first_order"))
-    early = named_at.join(registered, "broker_id", "left").where(
-        F.col("registered_order").isNull() | (F.col("registered_order") > F.col("first_order"))
-    )
-    suspects = sorted(row["broker_id"] for row in early.select("broker_id").collect())
+def _unregistered(
+    part_rows: DataFrame, where: F.Column, suspects: list[int], first: dict[int, int]
+) -> DataFrame | None:
+    """brokers_registered: records naming a broker (in replicas or ISR) before its first registration (``first``,
+    per broker). Only records naming one of the ``suspects`` (the brokers named too early,
+    :func:`audit.record_checks.early_brokers`; none in a sound log) are read again. None when there are none."""
     if not suspects:
         return None
-    first = {row["broker_id"]: row["registered_order"] for row in registered.collect()}
     # The first registrations are one row per broker: read into the plan as literals and looked up in place.
     known = F.create_map(*[F.lit(v) for kv in sorted(first.items()) for v in kv]) if first else None
 
@@ -221,17 +210,32 @@ def check_all(
     part_rows = r.where(F.col("record_type").isin("PartitionRecord", "PartitionChangeRecord"))
     full = F.col("record_type") == "PartitionRecord"
     where = F.format_string("partition %d of topic id %s", "partition_id", "topic_id")
+    # The rules that need the whole log start from small summaries: the executors' (for the whole log, which is
+    # enough for a cut: its suspects are among them), or the same computed from the rows.
     if summaries is not None:
         per_record = summaries.record_findings
         per_record = per_record if as_of_offset is None else per_record.where(F.col("order") <= as_of_offset)
-        mentions = summaries.broker_mentions  # of the whole log: a superset of the cut's, which is enough
+        orphan_ids = summaries.small("orphan_suspects")
+        mentions = summaries.small("broker_mentions")
+        registrations = summaries.small("broker_registrations")
+        if as_of_offset is not None:
+            registrations = registrations.filter(pc.field("order") <= as_of_offset)
     else:
         checked = part_rows.select(*CHECK_INPUT)
         per_record = checked.mapInArrow(findings_of_batches, from_arrow_schema(FINDINGS))
-        mentions = checked.mapInArrow(mentions_of_batches, from_arrow_schema(MENTIONS))
+        spans = part_rows.groupBy("topic_id").agg(
+            F.min("order").alias("first_order"), F.max("order").alias("last_order")
+        )
+        events = r.where(F.col("record_type").isin("TopicRecord", "RemoveTopicRecord")).select(*TOPIC_EVENTS)
+        orphan_ids = orphan_suspects(spans.toArrow(), events.toArrow())
+        mentions = checked.mapInArrow(mentions_of_batches, from_arrow_schema(MENTIONS)).toArrow()
+        registrations = r.where("record_type = 'RegisterBrokerRecord'").select(*REGISTRATIONS.names).toArrow()
     found.append(per_record.select(*COLUMNS))
-    spans = summaries.topic_spans if summaries is not None and as_of_offset is None else None
-    for late in (_orphans(r, part_rows, where, spans), _unregistered(r, part_rows, mentions, where)):
+    early, first = early_brokers(mentions, registrations)
+    for late in (
+        _orphans(r, part_rows, where, orphan_ids.column("topic_id").to_pylist()),
+        _unregistered(part_rows, where, early, first),
+    ):
         if late is not None:
             found.append(late)
     records_full = r.where(full)

@@ -123,3 +123,52 @@ def findings_of_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Record
 def mentions_of_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         yield from mentions(batch).to_batches()
+
+
+# -- the checks that need the whole log, settled from small summaries ---------------------------------------------
+
+TOPIC_EVENTS = ["topic_id", "order", "record_type"]  # the TopicRecord and RemoveTopicRecord rows
+REGISTRATIONS = pa.schema([("broker_id", pa.int32()), ("order", pa.int64())])  # of the RegisterBrokerRecord rows
+SUSPECTS = pa.schema([("topic_id", pa.string())])
+
+
+def orphan_suspects(spans: pa.Table, events: pa.Table | None) -> pa.Table:
+    """The topic ids whose partition rows do not all lie in one lifetime of the id (a creation, up to the id's
+    next event). ``spans``: per topic id, the orders of its first and last partition rows (``first_order``,
+    ``last_order``); ``events``: every TopicRecord and RemoveTopicRecord of those ids (:data:`TOPIC_EVENTS`).
+    Only their rows need a closer look (``audit.invariants``); none in a sound log."""
+    lifetimes: dict[str, list[tuple[int, int | None]]] = {}
+    ordered = {} if events is None else events.sort_by([("topic_id", "ascending"), ("order", "ascending")]).to_pydict()
+    rows = list(zip(*(ordered.get(c, []) for c in TOPIC_EVENTS), strict=True))
+    for i, (topic, order, kind) in enumerate(rows):
+        if kind == "TopicRecord":
+            following = rows[i + 1] if i + 1 < len(rows) and rows[i + 1][0] == topic else None
+            lifetimes.setdefault(topic, []).append((order, None if following is None else following[1]))
+    suspects = [
+        topic
+        for topic, first, last in zip(
+            spans.column("topic_id").to_pylist(),
+            spans.column("first_order").to_pylist(),
+            spans.column("last_order").to_pylist(),
+            strict=True,
+        )
+        if not any(born < first and (ends is None or ends > last) for born, ends in lifetimes.get(topic, ()))
+    ]
+    return pa.table({"topic_id": pa.array(sorted(suspects), pa.string())}, schema=SUSPECTS)
+
+
+def early_brokers(mentions: pa.Table, registrations: pa.Table) -> tuple[list[int], dict[int, int]]:
+    """The brokers named (``mentions``: broker_id, first_order, any number of rows per broker) before their first
+    registration (``registrations``: :data:`REGISTRATIONS`) or never registered; and each broker's first
+    registration."""
+    first: dict[int, int] = {}
+    for broker, order in zip(
+        registrations.column("broker_id").to_pylist(), registrations.column("order").to_pylist(), strict=True
+    ):
+        first[broker] = min(order, first.get(broker, order))
+    named: dict[int, int] = {}
+    for broker, order in zip(
+        mentions.column("broker_id").to_pylist(), mentions.column("first_order").to_pylist(), strict=True
+    ):
+        named[broker] = min(order, named.get(broker, order))
+    return sorted(b for b, order in named.items() if first.get(b, order + 1) > order), first

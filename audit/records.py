@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -27,8 +28,17 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 
 from audit.decode import FileRange, spark_schema
 from audit.fold import INPUT as FOLD_INPUT
-from audit.fold import SPANS, STATE, buckets_of, fold_range, merge_deltas, topic_spans
-from audit.record_checks import FINDINGS, MENTIONS, findings, mentions
+from audit.fold import STATE, buckets_of, fold_range, merge_deltas, topic_spans
+from audit.record_checks import (
+    FINDINGS,
+    MENTIONS,
+    REGISTRATIONS,
+    SUSPECTS,
+    TOPIC_EVENTS,
+    findings,
+    mentions,
+    orphan_suspects,
+)
 from audit.record_checks import INPUT as CHECK_INPUT
 from audit.source import DEFAULT_SPLIT_BYTES, plan, read_range
 
@@ -65,8 +75,15 @@ def _batch_summary(batch: pa.RecordBatch) -> pa.Table:
 
 PARTITION_TYPES = ("PartitionRecord", "PartitionChangeRecord")
 PARTITION_INPUT = list(dict.fromkeys([*FOLD_INPUT, *CHECK_INPUT]))
-SUMMARIES = ("batches", "partition_state", "topic_spans", "record_findings", "broker_mentions")  # beside `records`
-FOLDS = "partition_folds"  # the ranges' partition deltas, a directory per bucket; merged, then removed
+SUMMARIES = (  # beside `records`
+    "batches",
+    "partition_state",
+    "record_findings",
+    "orphan_suspects",
+    "broker_mentions",
+    "broker_registrations",
+)
+BUCKETS = "by_topic"  # the ranges' partition deltas and topic events, a directory per bucket; merged, then removed
 
 
 def _part(index: int) -> str:
@@ -75,10 +92,12 @@ def _part(index: int) -> str:
 
 def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buckets: int) -> Written:
     """Decode one range into ``out/records``, its summaries into the :data:`SUMMARIES` tables beside it, and its
-    partition deltas into the :data:`FOLDS` buckets."""
+    partition deltas and topic events into the :data:`BUCKETS`."""
     writers: dict[str | None, pq.ParquetWriter] = {}
     summaries: list[pa.Table] = []
     partition_rows: list[pa.RecordBatch] = []
+    topic_events: list[pa.RecordBatch] = []
+    registrations: list[pa.RecordBatch] = []
     records = errors = 0
     last: int | None = None
     try:
@@ -97,6 +116,10 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buck
             writer.write_batch(data)
             if kind in PARTITION_TYPES:
                 partition_rows.append(batch.select(PARTITION_INPUT))
+            elif kind in ("TopicRecord", "RemoveTopicRecord"):
+                topic_events.append(batch.select(TOPIC_EVENTS))
+            elif kind == "RegisterBrokerRecord":
+                registrations.append(batch.select(REGISTRATIONS.names))
             summaries.append(_batch_summary(batch))
             records += batch.num_rows
             errors += batch.num_rows - batch.column("error").null_count
@@ -126,55 +149,68 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buck
             }
         )
         pq.write_table(table, Path(out) / "batches" / _part(index))
+    if registrations:
+        pq.write_table(pa.Table.from_batches(registrations), Path(out) / "broker_registrations" / _part(index))
+    by_topic = {"events": pa.Table.from_batches(topic_events)} if topic_events else {}
     if partition_rows:
         partitions = pa.Table.from_batches(partition_rows)
         pq.write_table(findings(partitions), Path(out) / "record_findings" / _part(index))
         pq.write_table(mentions(partitions), Path(out) / "broker_mentions" / _part(index))
-        deltas = fold_range(partitions.select(FOLD_INPUT))
-        bucket = buckets_of(deltas.column("topic_id"), buckets)
+        by_topic["deltas"] = fold_range(partitions.select(FOLD_INPUT))
+    for name, table in by_topic.items():
+        bucket = buckets_of(table.column("topic_id"), buckets)
         for b in range(buckets):
-            pq.write_table(deltas.filter(bucket == b), Path(out) / FOLDS / f"{b:05d}" / _part(index))
+            pq.write_table(table.filter(bucket == b), Path(out) / BUCKETS / f"{b:05d}" / f"{name}-{index:05d}.parquet")
     return Written(records, errors, last)
 
 
 def _merge_bucket(bucket: int, out: str) -> int:
-    """The partition state and topic spans of one bucket's topics, from every range's deltas (:mod:`audit.fold`)."""
-    files = sorted((Path(out) / FOLDS / f"{bucket:05d}").glob("*.parquet"))
-    deltas = pa.concat_tables([pq.read_table(f) for f in files]) if files else None
-    state = merge_deltas(deltas) if deltas is not None else STATE.empty_table()
+    """One bucket of topics, from every range's deltas and topic events: the partitions' state
+    (:mod:`audit.fold`) and the topics whose partition rows need checking against their lifetimes
+    (:func:`audit.record_checks.orphan_suspects`)."""
+    directory = Path(out) / BUCKETS / f"{bucket:05d}"
+    deltas = [pq.read_table(f) for f in sorted(directory.glob("deltas-*.parquet"))]
+    events = [pq.read_table(f) for f in sorted(directory.glob("events-*.parquet"))]
+    if deltas:
+        merged = pa.concat_tables(deltas)
+        state = merge_deltas(merged)
+        spans = topic_spans(merged)
+        suspects = orphan_suspects(spans, pa.concat_tables(events) if events else None)
+    else:
+        state, suspects = STATE.empty_table(), SUSPECTS.empty_table()
     pq.write_table(state, Path(out) / "partition_state" / _part(bucket))
-    spans = topic_spans(deltas) if deltas is not None else SPANS.empty_table()
-    pq.write_table(spans, Path(out) / "topic_spans" / _part(bucket))
+    pq.write_table(suspects, Path(out) / "orphan_suspects" / _part(bucket))
     return state.num_rows
 
 
 def write_records(spark: SparkSession, log_dir: str | Path, out: str | Path, *, from_start: bool = False) -> Written:
-    """Decode ``log_dir`` on the executors into ``out/records`` and the summaries beside it, all replaced if
-    present: ``batches`` (one row per log batch, :func:`audit.invariants.batches_of`), ``partition_state`` and
-    ``topic_spans`` (:mod:`audit.fold`), ``record_findings`` and ``broker_mentions`` (:mod:`audit.record_checks`).
-    The driver gets three numbers.
+    """Decode ``log_dir`` on the executors into ``out/records`` and the :data:`SUMMARIES` beside it, all replaced
+    if present: ``batches`` (one row per log batch, :func:`audit.invariants.batches_of`), ``partition_state``
+    (:mod:`audit.fold`), and what the invariant checks need (:mod:`audit.record_checks`). The driver gets three
+    numbers.
 
     Two Spark jobs: the first decodes the log's ranges and folds each range's partition records into deltas, put
-    in buckets by topic; the second merges each bucket's deltas from every range, in log order, into the
-    partitions' state: a shuffle through the shared output directory. (Merging the 5M-record benchmark log's
-    ~800k deltas with a Spark shuffle, sort and aggregate took 4.3 s in a fresh JVM; this job takes 0.3 s.)"""
+    in buckets by topic with the topics' events; the second merges each bucket's deltas from every range, in log
+    order, into the partitions' state, and checks the bucket's partition rows lie in their topics' lifetimes: a
+    shuffle through the shared output directory. (Merging the 5M-record benchmark log's ~800k deltas with a
+    Spark shuffle, sort and aggregate took 4.3 s in a fresh JVM; this job takes 0.3 s.)"""
     out = Path(out).resolve()
-    for table in (out / "records", out / FOLDS, *(out / name for name in SUMMARIES)):
+    for table in (out / "records", out / BUCKETS, *(out / name for name in SUMMARIES)):
         if table.exists():
             shutil.rmtree(table)
         table.mkdir(parents=True)
     parallelism = spark.sparkContext.defaultParallelism
     ranges, first = plan(log_dir, from_start, DEFAULT_SPLIT_BYTES, 4 * parallelism)
     if not ranges:
-        shutil.rmtree(out / FOLDS)
+        shutil.rmtree(out / BUCKETS)
         return Written(0, 0, None)
     for b in range(parallelism):
-        (out / FOLDS / f"{b:05d}").mkdir()
+        (out / BUCKETS / f"{b:05d}").mkdir()
     tasks = spark.sparkContext.parallelize(list(enumerate(ranges)), len(ranges))
     parts = tasks.map(lambda task: _write_range(task[0], task[1], first, str(out), parallelism)).collect()
     buckets = spark.sparkContext.parallelize(range(parallelism), parallelism)
     buckets.map(lambda bucket: _merge_bucket(bucket, str(out))).collect()
-    shutil.rmtree(out / FOLDS)
+    shutil.rmtree(out / BUCKETS)
     last = [p.last_offset for p in parts if p.last_offset is not None]
     return Written(sum(p.records for p in parts), sum(p.errors for p in parts), max(last) if last else None)
 
@@ -194,24 +230,30 @@ BATCHES_SCHEMA = StructType(
 
 @dataclass(frozen=True)
 class Summaries:
-    """What the executors computed from the rows while decoding them (:func:`write_records`)."""
+    """What the executors computed from the rows while decoding them (:func:`write_records`): the tables that can
+    be large, as DataFrames; the small ones are read straight from their files (:meth:`small`)."""
 
+    directory: Path
     batches: DataFrame
     partition_state: DataFrame  # at the end of the log; no topic names (they come from the topics' replay)
-    topic_spans: DataFrame
     record_findings: DataFrame
-    broker_mentions: DataFrame
+
+    def small(self, name: str) -> pa.Table:
+        """``orphan_suspects``, ``broker_mentions`` or ``broker_registrations`` (the driver shares the directory)."""
+        schema = {"orphan_suspects": SUSPECTS, "broker_mentions": MENTIONS, "broker_registrations": REGISTRATIONS}[name]
+        return pads.dataset(self.directory / name, format="parquet", schema=schema).to_table()
 
 
 def read_summaries(spark: SparkSession, out: str | Path) -> Summaries:
-    schemas = {
-        "batches": BATCHES_SCHEMA,
-        "partition_state": from_arrow_schema(STATE),
-        "topic_spans": from_arrow_schema(SPANS),
-        "record_findings": from_arrow_schema(FINDINGS),
-        "broker_mentions": from_arrow_schema(MENTIONS),
-    }
-    return Summaries(**{name: spark.read.schema(schemas[name]).parquet(str(Path(out) / name)) for name in SUMMARIES})
+    def read(name: str, schema: StructType) -> DataFrame:
+        return spark.read.schema(schema).parquet(str(Path(out) / name))
+
+    return Summaries(
+        Path(out),
+        read("batches", BATCHES_SCHEMA),
+        read("partition_state", from_arrow_schema(STATE)),
+        read("record_findings", from_arrow_schema(FINDINGS)),
+    )
 
 
 def read_records(spark: SparkSession, out: str | Path) -> DataFrame:

@@ -6,7 +6,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.record_checks import FINDINGS, INPUT, MENTIONS, findings, mentions
+from audit.record_checks import FINDINGS, INPUT, MENTIONS, early_brokers, findings, mentions, orphan_suspects
 
 ROW_TYPES = {
     "topic_id": pa.string(),
@@ -92,3 +92,43 @@ def test_explanations_name_the_partition_and_the_values() -> None:
 
 def test_no_rows_no_findings_no_mentions() -> None:
     assert findings(table([])).num_rows == 0 and mentions(table([])).num_rows == 0
+
+
+def spans(*rows: tuple[str, int, int]) -> pa.Table:
+    topic, first, last = zip(*rows, strict=True) if rows else ((), (), ())
+    return pa.table({"topic_id": list(topic), "first_order": list(first), "last_order": list(last)})
+
+
+def events(*rows: tuple[str, int, str]) -> pa.Table:
+    topic, order, kind = zip(*rows, strict=True) if rows else ((), (), ())
+    types = {"topic_id": pa.string(), "order": pa.int64(), "record_type": pa.string()}
+    return pa.table({"topic_id": list(topic), "order": list(order), "record_type": list(kind)}, schema=pa.schema(types))
+
+
+def test_orphan_suspects_are_the_topics_whose_rows_leave_one_lifetime() -> None:
+    log = events(
+        ("live", 1, "TopicRecord"),
+        ("gone", 2, "TopicRecord"),
+        ("gone", 9, "RemoveTopicRecord"),
+        ("again", 20, "RemoveTopicRecord"),  # an id removed, then created again
+        ("again", 3, "TopicRecord"),
+        ("again", 30, "TopicRecord"),
+    )
+    rows = spans(
+        ("live", 2, 100),  # inside its lifetime
+        ("gone", 3, 8),  # inside, before the removal
+        ("again", 31, 40),  # inside the second lifetime
+        ("late", 5, 5),  # never created
+        ("early", 1, 1),
+    )
+    assert orphan_suspects(rows, log).column("topic_id").to_pylist() == ["early", "late"]
+    after = spans(("gone", 3, 10), ("again", 4, 31), ("live", 1, 2))  # past a removal; across two; at creation
+    assert orphan_suspects(after, log).column("topic_id").to_pylist() == ["again", "gone", "live"]
+    assert orphan_suspects(spans(("x", 1, 1)), None).column("topic_id").to_pylist() == ["x"]
+
+
+def test_early_brokers_are_named_before_their_first_registration() -> None:
+    named = pa.table({"broker_id": [1, 2, 3, 2, 4], "first_order": [10, 10, 10, 3, 50]})
+    registered = pa.table({"broker_id": [1, 2, 4, 4], "order": [5, 7, 60, 40]})
+    early, first = early_brokers(named, registered)
+    assert early == [2, 3] and first == {1: 5, 2: 7, 4: 40}  # 2 named at 3; 3 never registered

@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from audit.decode import FileRange, arrow_schema, decode_range, spark_schema
 from audit.invariants import COLUMNS, batches_of, check_all
 from audit.job import read_rows, run_audit
-from audit.records import BATCHES_SCHEMA, read_records, read_summaries, write_records
+from audit.records import BATCHES_SCHEMA, BUCKETS, read_records, read_summaries, write_records
 from audit.replay import replay
 from audit.spark import LOCAL_JVM
 from controller.records import (
@@ -313,7 +313,7 @@ def test_partition_state_from_the_executors_is_the_controllers(spark: Any, tmp_p
         expected = controller_replay(log.records)
         assert_same_state(audit_state(replay(rows, None, read_summaries(spark, out).partition_state)), expected)
         assert_same_state(audit_state(replay(rows)), expected)  # the row-by-row path, for any cut of the log
-        assert not (out / "partition_folds").exists()  # the deltas were merged, then removed
+        assert not (out / BUCKETS).exists()  # the deltas were merged, then removed
     # The churn log was split: partitions span segments, so ranges, and the merge did real work.
     ranges_per_partition = (
         rows.where(F.col("record_type").isin("PartitionRecord", "PartitionChangeRecord"))
