@@ -54,7 +54,7 @@ STATE = pa.schema(
 )
 
 
-class _Partitions:
+class PartitionGroups:
     """Rows grouped by partition, in log order within each: a numpy sort on integer keys (a topic id's
     dictionary code and the partition id), three times faster than sorting the strings."""
 
@@ -97,7 +97,7 @@ def fold_range(rows: pa.Table) -> pa.Table:
     error-free, in any order; columns :data:`INPUT`)."""
     if rows.num_rows == 0:
         return SCHEMA.empty_table()
-    g = _Partitions(rows)
+    g = PartitionGroups(rows)
     starts, ends = g.starts, g.ends
     full = g.flags(pc.equal(g.column("record_type"), "PartitionRecord"))
     base = g.last_where(full)
@@ -131,7 +131,7 @@ def merge_deltas(deltas: pa.Table) -> pa.Table:
     no PartitionRecord has no state."""
     if deltas.num_rows == 0:
         return STATE.empty_table()
-    g = _Partitions(deltas)
+    g = PartitionGroups(deltas)
     last_base = g.last_where(g.flags(g.column("base_order").is_valid()))
     has_base = last_base >= g.starts
     base, ends = last_base[has_base], g.ends[has_base]

@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from audit.fold import PartitionGroups
+
 INPUT = ["topic_id", "partition_id", "record_type", "order", "offset", "file", "position", "replicas", "isr", "leader"]
 
 FINDINGS = pa.schema(
@@ -120,9 +122,53 @@ def findings_of_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Record
         yield from findings(batch).to_batches()
 
 
+def epoch_regressions_of_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """:func:`epoch_regressions` for ``mapInArrow`` over a single partition holding every PartitionRecord."""
+    batches = list(batches)
+    if batches:
+        yield from epoch_regressions(pa.Table.from_batches(batches)).to_batches()
+
+
 def mentions_of_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         yield from mentions(batch).to_batches()
+
+
+# -- partition epochs: the merge job checks each partition's PartitionRecords from every range, in log order
+
+EPOCH_INPUT = ["topic_id", "partition_id", "order", "offset", "file", "position", "leader_epoch", "partition_epoch"]
+
+
+def epoch_regressions(records: pa.Table) -> pa.Table:
+    """partition_epochs_increase: each PartitionRecord (``records``: every one of its partitions', in any order;
+    columns :data:`EPOCH_INPUT`) whose leader epoch is below, or partition epoch not above, the partition's
+    PartitionRecord before it."""
+    if records.num_rows < 2:
+        return FINDINGS.empty_table()
+    g = PartitionGroups(records)
+    leader = g.flags(g.column("leader_epoch").fill_null(0))
+    epoch = g.flags(g.column("partition_epoch").fill_null(0))
+    follows = np.ones(g.n, dtype=bool)  # the row before is the same partition's
+    follows[g.starts] = False
+    back = np.zeros(g.n, dtype=bool)
+    back[1:] = follows[1:] & ((leader[1:] < leader[:-1]) | (epoch[1:] <= epoch[:-1]))
+    at = np.flatnonzero(back)
+    rows = g.table.take(pa.array(at)).to_pylist()
+    return pa.table(
+        {
+            "check": ["partition_epochs_increase"] * len(rows),
+            "offset": [r["offset"] for r in rows],
+            "file": [r["file"] for r in rows],
+            "position": [r["position"] for r in rows],
+            "explanation": [
+                f"partition {r['partition_id']} of topic id {r['topic_id']} goes back to leader epoch "
+                f"{r['leader_epoch']} / partition epoch {r['partition_epoch']} (was {leader[i - 1]} / {epoch[i - 1]})"
+                for i, r in zip(at, rows, strict=True)
+            ],
+            "order": [r["order"] for r in rows],
+        },
+        schema=FINDINGS,
+    )
 
 
 # -- the checks that need the whole log, settled from small summaries ---------------------------------------------

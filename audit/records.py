@@ -30,11 +30,13 @@ from audit.decode import FileRange, spark_schema
 from audit.fold import INPUT as FOLD_INPUT
 from audit.fold import STATE, buckets_of, fold_range, merge_deltas, topic_spans
 from audit.record_checks import (
+    EPOCH_INPUT,
     FINDINGS,
     MENTIONS,
     REGISTRATIONS,
     SUSPECTS,
     TOPIC_EVENTS,
+    epoch_regressions,
     findings,
     mentions,
     orphan_suspects,
@@ -97,6 +99,7 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buck
     summaries: list[pa.Table] = []
     partition_rows: list[pa.RecordBatch] = []
     topic_events: list[pa.RecordBatch] = []
+    partition_records: list[pa.RecordBatch] = []
     registrations: list[pa.RecordBatch] = []
     records = errors = 0
     last: int | None = None
@@ -116,6 +119,8 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buck
             writer.write_batch(data)
             if kind in PARTITION_TYPES:
                 partition_rows.append(batch.select(PARTITION_INPUT))
+                if kind == "PartitionRecord":
+                    partition_records.append(batch.select(EPOCH_INPUT))
             elif kind in ("TopicRecord", "RemoveTopicRecord"):
                 topic_events.append(batch.select(TOPIC_EVENTS))
             elif kind == "RegisterBrokerRecord":
@@ -152,6 +157,8 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buck
     if registrations:
         pq.write_table(pa.Table.from_batches(registrations), Path(out) / "broker_registrations" / _part(index))
     by_topic = {"events": pa.Table.from_batches(topic_events)} if topic_events else {}
+    if partition_records:
+        by_topic["epochs"] = pa.Table.from_batches(partition_records)
     if partition_rows:
         partitions = pa.Table.from_batches(partition_rows)
         pq.write_table(findings(partitions), Path(out) / "record_findings" / _part(index))
@@ -165,12 +172,17 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buck
 
 
 def _merge_bucket(bucket: int, out: str) -> int:
-    """One bucket of topics, from every range's deltas and topic events: the partitions' state
-    (:mod:`audit.fold`) and the topics whose partition rows need checking against their lifetimes
-    (:func:`audit.record_checks.orphan_suspects`)."""
+    """One bucket of topics, from every range's deltas, topic events and PartitionRecords: the partitions' state
+    (:mod:`audit.fold`), the topics whose partition rows need checking against their lifetimes
+    (:func:`audit.record_checks.orphan_suspects`), and the partition epochs that go back."""
     directory = Path(out) / BUCKETS / f"{bucket:05d}"
-    deltas = [pq.read_table(f) for f in sorted(directory.glob("deltas-*.parquet"))]
-    events = [pq.read_table(f) for f in sorted(directory.glob("events-*.parquet"))]
+    deltas, events, epochs = (
+        [pq.read_table(f) for f in sorted(directory.glob(f"{name}-*.parquet"))]
+        for name in ("deltas", "events", "epochs")
+    )
+    if epochs:
+        regressions = epoch_regressions(pa.concat_tables(epochs))
+        pq.write_table(regressions, Path(out) / "record_findings" / f"epochs-{bucket:05d}.parquet")
     if deltas:
         merged = pa.concat_tables(deltas)
         state = merge_deltas(merged)

@@ -314,6 +314,13 @@ def test_partition_state_from_the_executors_is_the_controllers(spark: Any, tmp_p
         assert_same_state(audit_state(replay(rows, None, read_summaries(spark, out).partition_state)), expected)
         assert_same_state(audit_state(replay(rows)), expected)  # the row-by-row path, for any cut of the log
         assert not (out / BUCKETS).exists()  # the deltas were merged, then removed
+        # The invariant checks agree too, with what the executors found or over the rows alone.
+        summaries = read_summaries(spark, out)
+        state = replay(rows, None, summaries.partition_state)
+        via_executors = sorted(tuple(v) for v in check_all(rows, state, None, summaries).collect())
+        assert via_executors == sorted(tuple(v) for v in check_all(rows, replay(rows)).collect())
+    # (PartitionRecords with random epochs: some go back, in another range than the record before them)
+    assert "partition_epochs_increase" in {v[0] for v in via_executors}
     # The churn log was split: partitions span segments, so ranges, and the merge did real work.
     ranges_per_partition = (
         rows.where(F.col("record_type").isin("PartitionRecord", "PartitionChangeRecord"))
