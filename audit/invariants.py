@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from functools import reduce
 
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -207,21 +206,18 @@ def check_all(
         )
     )
 
-    # -- partitions: the per-record rules (:mod:`audit.record_checks`) ran on the executors while they decoded,
-    # or run now over the rows; then the rules that need the rest of the log.
+    # -- partitions: the per-record rules (:mod:`audit.record_checks`) ran on the executors while they decoded;
+    # the rules that need the whole log start from small summaries: the executors' (of the whole log, which does
+    # for a cut too: its suspects are among them). Over rows alone, the same functions run on the rows.
     part_rows = r.where(F.col("record_type").isin("PartitionRecord", "PartitionChangeRecord"))
     full = F.col("record_type") == "PartitionRecord"
     where = F.format_string("partition %d of topic id %s", "partition_id", "topic_id")
-    # The rules that need the whole log start from small summaries: the executors' (for the whole log, which is
-    # enough for a cut: its suspects are among them), or the same computed from the rows.
     if summaries is not None:
         per_record = summaries.record_findings
         per_record = per_record if as_of_offset is None else per_record.where(F.col("order") <= as_of_offset)
         orphan_ids = summaries.small("orphan_suspects")
         mentions = summaries.small("broker_mentions")
-        registrations = summaries.small("broker_registrations")
-        if as_of_offset is not None:
-            registrations = registrations.filter(pc.field("order") <= as_of_offset)
+        registrations = summaries.small("broker_registrations")  # (a record at a cut is early whatever the cut)
     else:
         checked = part_rows.select(*CHECK_INPUT)
         per_record = checked.mapInArrow(findings_of_batches, from_arrow_schema(FINDINGS))
@@ -240,7 +236,7 @@ def check_all(
     ):
         if late is not None:
             found.append(late)
-    if summaries is None:  # (the merge job found them when it had the summaries written)
+    if summaries is None:  # (with summaries, the merge job's epoch findings are among the per-record ones)
         epochs = r.where(full).select(*EPOCH_INPUT).coalesce(1)  # every PartitionRecord, in one task
         found.append(epochs.mapInArrow(epoch_regressions_of_batches, from_arrow_schema(FINDINGS)).select(*COLUMNS))
     # The replayed state must hold the same rules after every change has been applied.

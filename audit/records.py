@@ -85,7 +85,7 @@ SUMMARIES = (  # beside `records`
     "broker_mentions",
     "broker_registrations",
 )
-BUCKETS = "by_topic"  # the ranges' partition deltas and topic events, a directory per bucket; merged, then removed
+BUCKETS = "by_topic"  # deltas, topic events, PartitionRecords: a directory per bucket of topics; merged, then removed
 
 
 def _part(index: int) -> str:

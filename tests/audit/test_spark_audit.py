@@ -426,6 +426,26 @@ def test_every_invariant_fires_where_it_is_broken(spark: Any, tmp_path: Path, vi
     assert orphans[0].endswith("was removed before it") and orphans[1].endswith("does not exist yet"), orphans
 
 
+def test_a_cut_of_the_log_gives_the_same_findings_with_the_executors_summaries(spark: Any, tmp_path: Path) -> None:
+    """--as-of-offset: the executors' summaries cover the whole log, and the checks cut them to the offset."""
+    log, expected, _ = broken_log()
+    log.write(tmp_path / "log")
+    named_early = sorted(offset for check, offset in expected if check == "brokers_registered")
+    cut = named_early[1]  # broker 4 named, and registered only after the cut; broker 11 named after it
+    source = read_rows(spark, tmp_path / "log").cache()
+    try:
+        via_rows = sorted((tuple(v) for v in check_all(source, replay(source, cut), cut).collect()), key=str)
+    finally:
+        source.unpersist()
+    write_records(spark, tmp_path / "log", tmp_path / "out")
+    rows, summaries = read_records(spark, tmp_path / "out"), read_summaries(spark, tmp_path / "out")
+    state = replay(rows, cut, summaries.partition_state)
+    via_executors = sorted((tuple(v) for v in check_all(rows, state, cut, summaries).collect()), key=str)
+    assert via_executors == via_rows
+    unregistered = [v for v in via_rows if v[0] == "brokers_registered"]
+    assert [v[1] for v in unregistered] == named_early[:2], unregistered
+
+
 def test_records_table_holds_exactly_the_data_source_rows(spark: Any, tmp_path: Path) -> None:
     """The executors write the records table with pyarrow, a directory per record type; read back, it is the
     data source's rows, column for column, error rows (a null type) included."""
