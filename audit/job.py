@@ -153,7 +153,7 @@ def run_audit(
     try:
         # Most of these jobs are small and many of their stages have a task or two: run a few at once, so their
         # planning, code generation and tasks share the cores. The state tables first (the rest read their
-        # caches), beside the invariant checks' own small queries.
+        # caches), while a thread of its own builds the invariant checks' plan.
         state_tables = ["topics", "partitions", "brokers", "configs"]
         with ThreadPoolExecutor(CONCURRENT_JOBS + 1) as pool:
             checked = pool.submit(check_all, rows, state, as_of_offset, summaries)
