@@ -1,7 +1,8 @@
 """``pykraft audit``: read an exported ``__cluster_metadata`` directory with Spark, rebuild the state, check the
 invariants, compute analytics, and write Parquet tables, ``report.html`` and a short summary.
 
-Decoding happens once, into the ``records`` Parquet table; every later step reads that table.
+Decoding happens once, into the ``records`` Parquet table and the summaries beside it (:mod:`audit.records`);
+every later step reads those.
 """
 
 from __future__ import annotations

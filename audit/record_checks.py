@@ -1,11 +1,12 @@
-"""The per-record partition checks, run on the executors while they decode (or over any rows with ``mapInArrow``).
+"""The partition invariants checked in numpy, beside the decoding (or over any rows with ``mapInArrow``).
 
 Partition records are most of a busy log, and the rules that look at one record alone — replicas distinct, ISR
-within replicas, leader in the ISR — are a few numpy passes over its Arrow columns, where a Spark query would read
-every record's arrays back from Parquet to find the (rare) few that break them. So each range gives its findings
-directly, and a short summary for the one rule that needs the whole log: which brokers the range names, and the
-first record that names each. The driver compares that with the brokers' first registrations and reads rows again
-only for a broker named before it registered (:func:`audit.invariants.check_all`).
+within replicas, leader in the ISR — are a few numpy passes over a range's Arrow columns, where a Spark query would
+read every record's arrays back from Parquet to find the (rare) few that break them: each range gives its
+findings directly (:func:`findings`). The rules that need the whole log start from small summaries: the merge job
+checks each bucket's partition epochs (:func:`epoch_regressions`) and finds the topics whose partition rows leave
+their lifetime (:func:`orphan_suspects`); the driver compares the brokers each range names with their first
+registrations (:func:`early_brokers`). Rows are read again only for a suspect (:func:`audit.invariants.check_all`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The ``records`` table: the decoded log as Parquet, partitioned by record type (``record_type=TopicRecord/…``),
-and beside it the small ``batches`` table (one row per log batch) that the offset, epoch and CRC checks read.
+and beside it the summaries the executors compute while decoding (:data:`SUMMARIES`): one row per log batch for
+the offset, epoch and CRC checks, the partitions' state, and what the other invariant checks start from.
 
 Every later step of the audit reads this table, so decoding happens once. The executors write it themselves with
 pyarrow, straight from the Arrow batches they decode: the rows never cross into the JVM to be converted and
