@@ -431,17 +431,24 @@ def test_a_cut_of_the_log_gives_the_same_findings_with_the_executors_summaries(s
     log, expected, _ = broken_log()
     log.write(tmp_path / "log")
     named_early = sorted(offset for check, offset in expected if check == "brokers_registered")
-    cut = named_early[1]  # broker 4 named, and registered only after the cut; broker 11 named after it
-    source = read_rows(spark, tmp_path / "log").cache()
-    try:
-        via_rows = sorted((tuple(v) for v in check_all(source, replay(source, cut), cut).collect()), key=str)
-    finally:
-        source.unpersist()
+    (repeat,) = [offset for check, offset in expected if check == "replicas_distinct"]
     write_records(spark, tmp_path / "log", tmp_path / "out")
     rows, summaries = read_records(spark, tmp_path / "out"), read_summaries(spark, tmp_path / "out")
-    state = replay(rows, cut, summaries.partition_state)
-    via_executors = sorted((tuple(v) for v in check_all(rows, state, cut, summaries).collect()), key=str)
-    assert via_executors == via_rows
+    source = read_rows(spark, tmp_path / "log").cache()
+    try:
+        # before the per-record findings; then after broker 4 is named, before it registers and 11 is named
+        for cut in (repeat - 1, named_early[1]):
+            via_rows = sorted((tuple(v) for v in check_all(source, replay(source, cut), cut).collect()), key=str)
+            state = replay(rows, cut, summaries.partition_state)
+            via_executors = sorted((tuple(v) for v in check_all(rows, state, cut, summaries).collect()), key=str)
+            assert via_executors == via_rows, cut
+    finally:
+        source.unpersist()
+    assert not {v[0] for v in check_all(source, replay(source, repeat - 1), repeat - 1).collect()} & {
+        "replicas_distinct",
+        "isr_subset_of_replicas",
+        "leader_in_isr",
+    }
     unregistered = [v for v in via_rows if v[0] == "brokers_registered"]
     assert [v[1] for v in unregistered] == named_early[:2], unregistered
 
