@@ -16,10 +16,11 @@ from audit.record_checks import (
     REGISTRATIONS,
     TOPIC_EVENTS,
     early_brokers,
-    epoch_regressions_of_batches,
-    findings_of_batches,
-    mentions_of_batches,
+    epoch_regressions,
+    findings,
+    mentions,
     orphan_suspects,
+    over_partition,
 )
 from audit.record_checks import INPUT as CHECK_INPUT
 from audit.records import Summaries
@@ -216,20 +217,20 @@ def check_all(
         per_record = summaries.record_findings
         per_record = per_record if as_of_offset is None else per_record.where(F.col("order") <= as_of_offset)
         orphan_ids = summaries.small("orphan_suspects")
-        mentions = summaries.small("broker_mentions")
+        named = summaries.small("broker_mentions")
         registrations = summaries.small("broker_registrations")  # (a record at a cut is early whatever the cut)
     else:
         checked = part_rows.select(*CHECK_INPUT)
-        per_record = checked.mapInArrow(findings_of_batches, from_arrow_schema(FINDINGS))
+        per_record = checked.mapInArrow(over_partition(findings), from_arrow_schema(FINDINGS))
         spans = part_rows.groupBy("topic_id").agg(
             F.min("order").alias("first_order"), F.max("order").alias("last_order")
         )
         events = r.where(F.col("record_type").isin("TopicRecord", "RemoveTopicRecord")).select(*TOPIC_EVENTS)
         orphan_ids = orphan_suspects(spans.toArrow(), events.toArrow())
-        mentions = checked.mapInArrow(mentions_of_batches, from_arrow_schema(MENTIONS)).toArrow()
+        named = checked.mapInArrow(over_partition(mentions), from_arrow_schema(MENTIONS)).toArrow()
         registrations = r.where("record_type = 'RegisterBrokerRecord'").select(*REGISTRATIONS.names).toArrow()
     found.append(per_record.select(*COLUMNS))
-    early, first = early_brokers(mentions, registrations)
+    early, first = early_brokers(named, registrations)
     for late in (
         _orphans(r, part_rows, where, orphan_ids.column("topic_id").to_pylist()),
         _unregistered(part_rows, where, early, first),
@@ -238,7 +239,7 @@ def check_all(
             found.append(late)
     if summaries is None:  # (with summaries, the merge job's epoch findings are among the per-record ones)
         epochs = r.where(full).select(*EPOCH_INPUT).coalesce(1)  # every PartitionRecord, in one task
-        found.append(epochs.mapInArrow(epoch_regressions_of_batches, from_arrow_schema(FINDINGS)).select(*COLUMNS))
+        found.append(epochs.mapInArrow(over_partition(epoch_regressions), from_arrow_schema(FINDINGS)).select(*COLUMNS))
     # The replayed state must hold the same rules after every change has been applied.
     state_rows = _nowhere(state.partitions)
     found.append(

@@ -11,7 +11,7 @@ registrations (:func:`early_brokers`). Rows are read again only for a suspect (:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -117,22 +117,18 @@ def mentions(rows: pa.Table | pa.RecordBatch) -> pa.Table:
     )
 
 
-def findings_of_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """:func:`findings` for ``DataFrame.mapInArrow`` (rows that did not come through the executors' decode)."""
-    for batch in batches:
-        yield from findings(batch).to_batches()
+def over_partition(
+    check: Callable[[pa.Table], pa.Table],
+) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``check`` for ``DataFrame.mapInArrow`` (rows that did not come through the executors' decode): once over all
+    the rows of a Spark partition."""
 
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows = list(batches)
+        if rows:
+            yield from check(pa.Table.from_batches(rows)).to_batches()
 
-def epoch_regressions_of_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """:func:`epoch_regressions` for ``mapInArrow`` over a single partition holding every PartitionRecord."""
-    batches = list(batches)
-    if batches:
-        yield from epoch_regressions(pa.Table.from_batches(batches)).to_batches()
-
-
-def mentions_of_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        yield from mentions(batch).to_batches()
+    return run
 
 
 # -- partition epochs: the merge job checks each partition's PartitionRecords from every range, in log order
