@@ -6,7 +6,7 @@ associative: within one range (consecutive batches, in offset order) each partit
 its last PartitionRecord (if the range has one) and, after it, the last value each field was set to and how many
 changes (and leader changes) followed. Deltas of consecutive ranges combine the same way the rows do
 (:func:`merge_deltas`), so the state is a merge of a few rows per partition and range, not of every record
-(``audit.records.write_records`` runs both).
+(``audit.records.write_tables`` runs both).
 
 The fold is the controller's rule (``audit.replay`` states it): a PartitionRecord resets the partition; each later
 PartitionChangeRecord overrides the fields it carries, a new leader bumping the leader epoch and every change the

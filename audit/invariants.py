@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from functools import reduce
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from audit.record_checks import (
+    COLUMNS,
     EPOCH_INPUT,
     FINDINGS,
     MENTIONS,
@@ -23,10 +25,7 @@ from audit.record_checks import (
     over_partition,
 )
 from audit.record_checks import INPUT as CHECK_INPUT
-from audit.records import Summaries
 from audit.replay import State, records_as_of
-
-COLUMNS = ["check", "offset", "file", "position", "explanation"]
 
 
 def _finding(df: DataFrame, check: str | F.Column, explanation: F.Column) -> DataFrame:
@@ -128,21 +127,37 @@ def _unregistered(
     )
 
 
-def check_all(
-    rows: DataFrame,
-    state: State,
-    as_of_offset: int | None = None,
-    summaries: Summaries | None = None,
-) -> DataFrame:
-    """Every finding as a row. ``summaries``: what the executors computed from ``rows`` while decoding them
-    (:func:`audit.records.write_records`); without them, the same is computed from the rows."""
+def suspects_findings(
+    rows: DataFrame, as_of_offset: int | None, orphan_suspects: pa.Table, mentions: pa.Table, registrations: pa.Table
+) -> DataFrame | None:
+    """The findings that need the rows again, for the suspects alone (none in a sound log): partition rows outside
+    their topic's lifetimes, and brokers named before they registered. The summaries (``orphan_suspects``,
+    broker ``mentions`` and ``registrations``: :mod:`audit.record_checks`) are of the same cut. None without
+    suspects: no Spark job."""
+    r = records_as_of(rows, as_of_offset)
+    part_rows = r.where(F.col("record_type").isin("PartitionRecord", "PartitionChangeRecord"))
+    where = F.format_string("partition %d of topic id %s", "partition_id", "topic_id")
+    early, first = early_brokers(mentions, registrations)
+    found = [
+        df
+        for df in (
+            _orphans(r, part_rows, where, orphan_suspects.column("topic_id").to_pylist()),
+            _unregistered(part_rows, where, early, first),
+        )
+        if df is not None
+    ]
+    return reduce(DataFrame.unionByName, found) if found else None
+
+
+def check_all(rows: DataFrame, state: State, as_of_offset: int | None = None) -> DataFrame:
+    """Every finding as a row, over any rows (the audit job computes the same on its executors: ``audit.records``)."""
     r = records_as_of(rows, as_of_offset)
     found: list[DataFrame] = []
 
     # -- damage: unreadable bytes and batches, bad CRCs (the job reads on past them)
     errors = rows.where(F.col("error").isNotNull())
     found.append(_finding(errors, "readable", F.col("error")))
-    batches = summaries.batches if summaries is not None else batches_of(rows)
+    batches = batches_of(rows)
     bad_crc = batches.where(~F.col("crc_valid"))
     found.append(
         _finding(
@@ -207,39 +222,23 @@ def check_all(
         )
     )
 
-    # -- partitions: the per-record rules (:mod:`audit.record_checks`) ran on the executors while they decoded;
-    # the rules that need the whole log start from small summaries: the executors' (of the whole log, which does
-    # for a cut too: its suspects are among them). Over rows alone, the same functions run on the rows.
+    # -- partitions: the per-record rules (:mod:`audit.record_checks`), over the rows in ``mapInArrow``
     part_rows = r.where(F.col("record_type").isin("PartitionRecord", "PartitionChangeRecord"))
-    full = F.col("record_type") == "PartitionRecord"
-    where = F.format_string("partition %d of topic id %s", "partition_id", "topic_id")
-    if summaries is not None:
-        per_record = summaries.record_findings
-        per_record = per_record if as_of_offset is None else per_record.where(F.col("order") <= as_of_offset)
-        orphan_ids = summaries.small("orphan_suspects")
-        named = summaries.small("broker_mentions")
-        registrations = summaries.small("broker_registrations")  # (a record at a cut is early whatever the cut)
-    else:
-        checked = part_rows.select(*CHECK_INPUT)
-        per_record = checked.mapInArrow(over_partition(findings), from_arrow_schema(FINDINGS))
-        spans = part_rows.groupBy("topic_id").agg(
-            F.min("order").alias("first_order"), F.max("order").alias("last_order")
-        )
-        events = r.where(F.col("record_type").isin("TopicRecord", "RemoveTopicRecord")).select(*TOPIC_EVENTS)
-        orphan_ids = orphan_suspects(spans.toArrow(), events.toArrow())
-        named = checked.mapInArrow(over_partition(mentions), from_arrow_schema(MENTIONS)).toArrow()
-        registrations = r.where("record_type = 'RegisterBrokerRecord'").select(*REGISTRATIONS.names).toArrow()
-    found.append(per_record.select(*COLUMNS))
-    early, first = early_brokers(named, registrations)
-    for late in (
-        _orphans(r, part_rows, where, orphan_ids.column("topic_id").to_pylist()),
-        _unregistered(part_rows, where, early, first),
-    ):
-        if late is not None:
-            found.append(late)
-    if summaries is None:  # (with summaries, the merge job's epoch findings are among the per-record ones)
-        epochs = r.where(full).select(*EPOCH_INPUT).coalesce(1)  # every PartitionRecord, in one task
-        found.append(epochs.mapInArrow(over_partition(epoch_regressions), from_arrow_schema(FINDINGS)).select(*COLUMNS))
+    checked = part_rows.select(*CHECK_INPUT)
+    found.append(checked.mapInArrow(over_partition(findings), from_arrow_schema(FINDINGS)).select(*COLUMNS))
+    spans = part_rows.groupBy("topic_id").agg(F.min("order").alias("first_order"), F.max("order").alias("last_order"))
+    events = r.where(F.col("record_type").isin("TopicRecord", "RemoveTopicRecord")).select(*TOPIC_EVENTS)
+    late = suspects_findings(
+        rows,
+        as_of_offset,
+        orphan_suspects(spans.toArrow(), events.toArrow()),
+        checked.mapInArrow(over_partition(mentions), from_arrow_schema(MENTIONS)).toArrow(),
+        r.where("record_type = 'RegisterBrokerRecord'").select(*REGISTRATIONS.names).toArrow(),
+    )
+    if late is not None:
+        found.append(late)
+    epochs = r.where("record_type = 'PartitionRecord'").select(*EPOCH_INPUT).coalesce(1)  # all, in one task
+    found.append(epochs.mapInArrow(over_partition(epoch_regressions), from_arrow_schema(FINDINGS)).select(*COLUMNS))
     # The replayed state must hold the same rules after every change has been applied.
     state_rows = _nowhere(state.partitions)
     found.append(

@@ -1,29 +1,28 @@
 """``pykraft audit``: read an exported ``__cluster_metadata`` directory with Spark, rebuild the state, check the
 invariants, compute analytics, and write Parquet tables, ``report.html`` and a short summary.
 
-Decoding happens once, into the ``records`` Parquet table and the summaries beside it (:mod:`audit.records`);
-every later step reads those.
+Two Spark jobs decode the log and build the tables on the executors (:mod:`audit.records`); the driver reads
+small tables back for the analytics (:mod:`audit.tables`) and the report.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from audit.invariants import check_all
-from audit.records import read_records, read_summaries, write_records
-from audit.replay import State, replay
+from audit import tables
+from audit.invariants import suspects_findings
+from audit.records import read_records, read_summary, write_tables
+from audit.replay import State, records_as_of
 from audit.source import select_files
 
 
@@ -52,7 +51,19 @@ class AuditResult:
         return "\n".join(lines)
 
 
-CONCURRENT_JOBS = int(os.environ.get("PYKRAFT_AUDIT_JOBS", "2"))  # 4 measured no faster on 2 cores
+STATE_TABLES = {"partitions": tables.PARTITIONS, "brokers": tables.BROKERS, "configs": tables.CONFIGS}
+OUTPUT_TABLES = (
+    "topics",
+    "partitions",
+    "brokers",
+    "configs",
+    "topics_per_minute",
+    "brokers_load",
+    "racks_load",
+    "replication_factors",
+    "configs_in_use",
+    "violations",
+)
 
 
 def read_rows(
@@ -63,9 +74,12 @@ def read_rows(
     return reader.option("json", str(json_column).lower()).load(str(log_dir))
 
 
-def analytics(rows: DataFrame, state: State) -> dict[str, DataFrame]:
+def analytics(rows: DataFrame, state: State, as_of_offset: int | None = None) -> dict[str, DataFrame]:
+    """The analytics tables of any rows and their replayed state, as Spark queries (the job computes the same
+    with pyarrow: :func:`audit.tables.analytics`)."""
     per_minute = (
-        rows.where("record_type = 'TopicRecord' AND error IS NULL")
+        records_as_of(rows, as_of_offset)
+        .where("record_type = 'TopicRecord'")
         .groupBy(F.date_trunc("minute", "append_time").alias("minute"))
         .agg(F.count("*").alias("topics_created"))
         .orderBy("minute")
@@ -120,62 +134,33 @@ def run_audit(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = select_files(log_dir, from_start)
-    # Decode once, into the `records` table: every later step reads its Parquet (column-pruned, vectorised, only
-    # the record types it needs), and analysts get the decoded log.
-    written = write_records(spark, log_dir, out, from_start=from_start)
-    rows = read_records(spark, out)
-    t_decode = time.perf_counter()
-    summaries = read_summaries(spark, out)
-    state = replay(rows, as_of_offset, summaries.partition_state)
-    # The state tables feed the invariants, the analytics and their own Parquet files: compute each once.
-    level = StorageLevel.MEMORY_AND_DISK
-    state = State(
-        state.topics.persist(level),
-        state.partitions.persist(level),
-        state.brokers.persist(level),
-        state.configs.persist(level),
+    # The executors decode the log into the records table and build the state tables and most findings from
+    # what they decode (audit.records): two Spark jobs.
+    written = write_tables(spark, log_dir, out, from_start=from_start, as_of_offset=as_of_offset)
+    t_executors = time.perf_counter()
+    late = suspects_findings(
+        read_records(spark, out),
+        as_of_offset,
+        *(read_summary(out, name) for name in ("orphan_suspects", "broker_mentions", "broker_registrations")),
     )
-    tables: dict[str, DataFrame] = {
-        "topics": state.topics,
-        "partitions": state.partitions,
-        "brokers": state.brokers,
-        "configs": state.configs,
-        **analytics(rows, state),
-    }
+    if late is not None:  # a broken log: its suspects' rows are read again
+        late.write.mode("append").parquet(str(out / "violations"))
+    state = {name: tables.read_table(out / name, schema) for name, schema in STATE_TABLES.items()}
+    for name, table in tables.analytics(state["partitions"], state["brokers"], state["configs"]).items():
+        shutil.rmtree(out / name, ignore_errors=True)
+        tables.write_table(table, out / name)
     counts: dict[str, int] = {"records": written.records}
     collected: dict[str, list[dict[str, Any]]] = {}
-    per_table: dict[str, float] = {}  # each table's job, from submitted to done
-
-    def write(name: str) -> float:
-        t = time.perf_counter()
-        tables[name].write.mode("overwrite").parquet(str(out / name))
-        return time.perf_counter() - t
-
-    try:
-        # Most of these jobs are small and many of their stages have a task or two: run a few at once, so their
-        # planning, code generation and tasks share the cores. The state tables first (the rest read their
-        # caches), while a thread of its own builds the invariant checks' plan.
-        state_tables = ["topics", "partitions", "brokers", "configs"]
-        with ThreadPoolExecutor(CONCURRENT_JOBS + 1) as pool:
-            checked = pool.submit(check_all, rows, state, as_of_offset, summaries)
-            per_table.update(zip(state_tables, pool.map(write, state_tables), strict=True))
-            tables["violations"] = checked.result()
-            rest = [name for name in tables if name not in state_tables]
-            per_table.update(zip(rest, pool.map(write, rest), strict=True))
-        for name in tables:
-            # The driver reads what it needs back from the files (it shares them): row counts from their footers,
-            # the first rows for the report, a column or two. No Spark job per count and no table kept cached.
-            written_table = pads.dataset(out / name, format="parquet")
-            counts[name] = written_table.count_rows()
-            if name not in ("partitions", "topics", "configs") or counts[name] <= 2000:
-                collected[name] = written_table.head(2000).to_pylist()
-        checks = pads.dataset(out / "violations", format="parquet").to_table(columns=["check"]).column("check")
-        violation_counts = {c["values"]: c["counts"] for c in pc.value_counts(checks).to_pylist()}
-        brokers = pads.dataset(out / "brokers", format="parquet").to_table(columns=["fenced"])
-        fenced = len(brokers.filter(pc.field("fenced")))
-    finally:
-        for df in (state.topics, state.partitions, state.brokers, state.configs):
-            df.unpersist()  # a long-lived session (a notebook, the benchmark) must not keep every run's tables
+    for name in OUTPUT_TABLES:
+        # The driver reads what it needs back from the files (it shares them): row counts from their footers,
+        # the first rows for the report, a column or two.
+        written_table = pads.dataset(out / name, format="parquet")
+        counts[name] = written_table.count_rows()
+        if name not in ("partitions", "topics", "configs") or counts[name] <= 2000:
+            collected[name] = written_table.head(2000).to_pylist()
+    checks = pads.dataset(out / "violations", format="parquet").to_table(columns=["check"]).column("check")
+    violation_counts = {c["values"]: c["counts"] for c in pc.value_counts(checks).to_pylist()}
+    fenced = len(state["brokers"].filter(pc.field("fenced")))
     t_tables = time.perf_counter()
     result = AuditResult(
         out=out,
@@ -197,11 +182,10 @@ def run_audit(
         write_report(out, result, collected)
     done = time.perf_counter()
     result.seconds = {
-        "decode": t_decode - started,
-        "tables": t_tables - t_decode,
+        "executors": t_executors - started,
+        "driver": t_tables - t_executors,
         "report": done - t_tables,
         "total": done - started,
-        **{f"table {name}": secs for name, secs in per_table.items()},
     }
     (out / "summary.json").write_text(
         json.dumps(

@@ -1,4 +1,4 @@
-"""The partition invariants checked in numpy, beside the decoding (or over any rows with ``mapInArrow``).
+"""The invariant checks of the audit job's tasks, in numpy and pyarrow: beside the decoding, and in the merge job.
 
 Partition records are most of a busy log, and the rules that look at one record alone — replicas distinct, ISR
 within replicas, leader in the ISR — are a few numpy passes over a range's Arrow columns, where a Spark query would
@@ -6,7 +6,10 @@ read every record's arrays back from Parquet to find the (rare) few that break t
 findings directly (:func:`findings`). The rules that need the whole log start from small summaries: the merge job
 checks each bucket's partition epochs (:func:`epoch_regressions`) and finds the topics whose partition rows leave
 their lifetime (:func:`orphan_suspects`); the driver compares the brokers each range names with their first
-registrations (:func:`early_brokers`). Rows are read again only for a suspect (:func:`audit.invariants.check_all`).
+registrations (:func:`early_brokers`). Rows are read again only for a suspect
+(:func:`audit.invariants.suspects_findings`). The merge job also checks the log's batches, the topic records and
+the final state (the last section). ``audit.invariants`` states every rule as a Spark query over any rows (with
+``mapInArrow`` for the per-record ones), and the tests hold these to it.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ FINDINGS = pa.schema(
         ("order", pa.int64()),  # for a cut of the log (--as-of-offset)
     ]
 )
+COLUMNS = FINDINGS.names[:5]  # of the violations table
 MENTIONS = pa.schema([("broker_id", pa.int32()), ("first_order", pa.int64())])
 
 
@@ -215,3 +219,159 @@ def early_brokers(mentions: pa.Table, registrations: pa.Table) -> tuple[list[int
     ):
         named[broker] = min(order, named.get(broker, order))
     return sorted(b for b, order in named.items() if first.get(b, order + 1) > order), first
+
+
+# -- the checks the merge job runs over whole tables: the log's batches, topic records, the final state ----------
+
+
+def _found(check: str, rows: list[dict], explanations: list[str]) -> pa.Table:
+    """Findings of ``check`` at ``rows`` (each with the offset, file, position and order it has, if any)."""
+    return pa.table(
+        {
+            "check": [check] * len(rows),
+            **{name: [row.get(name) for row in rows] for name in ("offset", "file", "position")},
+            "explanation": explanations,
+            "order": [row.get("order") for row in rows],
+        },
+        schema=FINDINGS,
+    )
+
+
+def unreadable(errors: pa.Table | pa.RecordBatch) -> pa.Table:
+    """readable: each row that did not decode (``errors``: rows with ``error`` set) says why."""
+    rows = errors.select(["offset", "file", "position", "order", "error"]).to_pylist()
+    return _found("readable", rows, [row["error"] for row in rows])
+
+
+def batch_findings(batches: pa.Table) -> pa.Table:
+    """crc_valid over every batch; offsets_contiguous and epochs_non_decreasing along the log's batches in offset
+    order. ``batches``: a row per batch (``audit.records``: file, position, source, offset, last, epoch,
+    crc_valid)."""
+    bad = batches.filter(pc.invert(batches.column("crc_valid"))).to_pylist()
+    found = [
+        _found(
+            "crc_valid",
+            bad,
+            [f"batch at byte {b['position']} (offsets {b['offset']}-{b['last']}) fails its CRC-32C check" for b in bad],
+        )
+    ]
+    log = batches.filter(pc.equal(batches.column("source"), "log")).sort_by("offset")
+    if log.num_rows > 1:
+        offset, last = log.column("offset").to_numpy(), log.column("last").to_numpy()
+        epoch = log.column("epoch").fill_null(0).to_numpy()
+        known = log.column("epoch").is_valid().to_numpy(zero_copy_only=False)  # a null epoch compares with nothing
+        gaps = np.flatnonzero(offset[1:] != last[:-1] + 1) + 1
+        back = np.flatnonzero(known[1:] & known[:-1] & (epoch[1:] < epoch[:-1])) + 1
+        for check, at, explain in (
+            ("offsets_contiguous", gaps, "batch starts at offset {}, but the batch before ended at {}"),
+            ("epochs_non_decreasing", back, "epoch {} follows epoch {}"),
+        ):
+            column = offset if check == "offsets_contiguous" else epoch
+            before = last if check == "offsets_contiguous" else epoch
+            rows = log.take(pa.array(at)).to_pylist()
+            found.append(_found(check, rows, [explain.format(column[i], before[i - 1]) for i in at]))
+    return pa.concat_tables(found)
+
+
+def reused_topic_ids(created: pa.Table) -> pa.Table:
+    """topic_ids_unique: each TopicRecord after the first with its id (``created``: every TopicRecord of those
+    ids, with ``topic_name``, ``order`` and where it lies)."""
+    found, first = [], {}
+    for row in created.sort_by("order").to_pylist():
+        if row["topic_id"] in first:
+            found.append(row)
+        else:
+            first[row["topic_id"]] = row["topic_name"]
+    explanations = [
+        f"topic id {r['topic_id']} is reused for topic '{r['topic_name']}' (first used for '{first[r['topic_id']]}')"
+        for r in found
+    ]
+    return _found("topic_ids_unique", found, explanations)
+
+
+def live_name_clashes(events: pa.Table) -> pa.Table:
+    """one_live_topic_id_per_name: a TopicRecord giving a name a new id while the id the name had before is still
+    live (not removed before it). ``events``: every TopicRecord and RemoveTopicRecord."""
+    rows = events.sort_by("order").to_pylist()
+    removals: dict[str, list[int]] = {}
+    for row in rows:
+        if row["record_type"] == "RemoveTopicRecord":
+            removals.setdefault(row["topic_id"], []).append(row["order"])
+    found, explanations, named = [], [], {}
+    for row in rows:
+        if row["record_type"] != "TopicRecord":
+            continue
+        before = named.get(row["topic_name"])
+        named[row["topic_name"]] = row["topic_id"]
+        if before is None or before == row["topic_id"] or row["topic_id"] is None:
+            continue
+        # a finding per removal of the id before that comes later (or one if it was never removed), as a join would
+        later = [o for o in removals.get(before, [None]) if o is None or o > row["order"]]
+        found += [row] * len(later)
+        explanations += [
+            f"topic '{row['topic_name']}' gets id {row['topic_id']} while id {before} is still live"
+        ] * len(later)
+    return _found("one_live_topic_id_per_name", found, explanations)
+
+
+def state_findings(partitions: pa.Table) -> pa.Table:
+    """The final state (``audit.tables.PARTITIONS``, whole topics) holds the rules too: ISR within replicas,
+    leader in the ISR or -1, and each topic's partition ids 0..n-1."""
+    n = partitions.num_rows
+    if n == 0:
+        return FINDINGS.empty_table()
+    replicas, isr = _column(partitions, "replicas"), _column(partitions, "isr")
+    replica_keys = np.sort(_keys(*_elements(replicas)))
+    isr_rows, isr_values = _elements(isr)
+    isr_keys = _keys(isr_rows, isr_values)
+    outside = replicas.is_valid().to_numpy(zero_copy_only=False) & _rows_where(
+        n, isr_rows[~_within(isr_keys, replica_keys)]
+    )
+    leader = _column(partitions, "leader").fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    leader_in = _within(_keys(np.arange(n, dtype=np.int64), leader), np.sort(isr_keys))
+    leaderless = isr.is_valid().to_numpy(zero_copy_only=False) & (leader != -1) & ~leader_in
+
+    def where(mask: np.ndarray) -> list[dict]:
+        return partitions.take(pa.array(np.flatnonzero(mask))).to_pylist()
+
+    def listed(values: list[int] | None) -> str:
+        return ",".join(map(str, values or []))
+
+    wide, leaderless_rows = where(outside), where(leaderless)
+    found = [
+        _found(
+            "isr_subset_of_replicas",
+            [{} for _ in wide],
+            [
+                f"final state: partition {p['topic_name']}-{p['partition_id']} has ISR [{listed(p['isr'])}] outside "
+                f"replicas [{listed(p['replicas'])}]"
+                for p in wide
+            ],
+        ),
+        _found(
+            "leader_in_isr",
+            [{} for _ in leaderless_rows],
+            [
+                f"final state: partition {p['topic_name']}-{p['partition_id']} has leader {p['leader']} outside ISR "
+                f"[{listed(p['isr'])}]"
+                for p in leaderless_rows
+            ],
+        ),
+    ]
+    spans = partitions.group_by(["topic_id", "topic_name"], use_threads=False).aggregate(
+        [([], "count_all"), ("partition_id", "min"), ("partition_id", "max")]
+    )
+    count, lo, hi = (spans.column(c).to_numpy() for c in ("count_all", "partition_id_min", "partition_id_max"))
+    gaps = spans.filter(pa.array((lo != 0) | (hi != count - 1))).to_pylist()
+    found.append(
+        _found(
+            "partition_ids_contiguous",
+            [{} for _ in gaps],
+            [
+                f"topic '{g['topic_name']}' has {g['count_all']} partitions numbered {g['partition_id_min']}.."
+                f"{g['partition_id_max']}"
+                for g in gaps
+            ],
+        )
+    )
+    return pa.concat_tables(found)

@@ -1,12 +1,13 @@
-"""The ``records`` table: the decoded log as Parquet, partitioned by record type (``record_type=TopicRecord/…``),
-and beside it the summaries the executors compute while decoding (:data:`SUMMARIES`): one row per log batch for
-the offset, epoch and CRC checks, the partitions' state, and what the other invariant checks start from.
+"""The audit job's two Spark jobs (:func:`write_tables`): the ``records`` table — the decoded log as Parquet,
+partitioned by record type (``record_type=TopicRecord/…``) — with the summaries the executors compute while
+decoding (:data:`SUMMARIES`), then from those the audit's tables (:data:`TABLES`): the state, most findings, and
+topics created per minute.
 
-Every later step of the audit reads this table, so decoding happens once. The executors write it themselves with
-pyarrow, straight from the Arrow batches they decode: the rows never cross into the JVM to be converted and
-encoded there (on 5M records, local[2], that crossing and Spark's Parquet writer cost more than the decoding).
-Partitioning by type lets each step read only the types it needs: most steps want a few thousand TopicRecords or
-broker records, not millions of partition changes.
+Decoding happens once. The executors write the records table themselves with pyarrow, straight from the Arrow
+batches they decode: the rows never cross into the JVM to be converted and encoded there (on 5M records,
+local[2], that crossing and Spark's Parquet writer cost more than the decoding).
+Partitioning by type lets a later read take only the types it needs: the brokers and configs, or the suspects'
+rows, not millions of partition changes.
 
 The output directory must be one the executors and the driver share (a local path with ``local[*]``; a shared
 mount on a cluster) — as must the log directory, which the executors read by path too.
@@ -24,27 +25,33 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.types import from_arrow_schema
-from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
-from audit.decode import FileRange, spark_schema
+from audit import tables
+from audit.decode import FileRange, arrow_schema, spark_schema
 from audit.fold import INPUT as FOLD_INPUT
 from audit.fold import STATE, buckets_of, fold_range, merge_deltas, topic_spans
 from audit.record_checks import (
+    COLUMNS,
     EPOCH_INPUT,
     FINDINGS,
     MENTIONS,
     REGISTRATIONS,
     SUSPECTS,
-    TOPIC_EVENTS,
+    batch_findings,
     epoch_regressions,
     findings,
+    live_name_clashes,
     mentions,
     orphan_suspects,
+    reused_topic_ids,
+    state_findings,
+    unreadable,
 )
 from audit.record_checks import INPUT as CHECK_INPUT
 from audit.source import DEFAULT_SPLIT_BYTES, plan, read_range
 
+RECORD_FIELDS = list(arrow_schema(False))
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # how Spark names the partition of a null value (error rows)
 
 
@@ -78,14 +85,19 @@ def _batch_summary(batch: pa.RecordBatch) -> pa.Table:
 
 PARTITION_TYPES = ("PartitionRecord", "PartitionChangeRecord")
 PARTITION_INPUT = list(dict.fromkeys([*FOLD_INPUT, *CHECK_INPUT]))
-SUMMARIES = (  # beside `records`
-    "batches",
-    "partition_state",
-    "record_findings",
-    "orphan_suspects",
-    "broker_mentions",
-    "broker_registrations",
+BATCHES = pa.schema(  # a row per log batch
+    [
+        ("file", pa.string()),
+        ("position", pa.int64()),
+        ("source", pa.string()),
+        ("offset", pa.int64()),  # of its first record
+        ("last", pa.int64()),  # of its last record
+        ("epoch", pa.int32()),
+        ("crc_valid", pa.bool_()),
+    ]
 )
+SUMMARIES = ("batches", "orphan_suspects", "broker_mentions", "broker_registrations")  # beside `records`
+TABLES = ("topics", "partitions", "brokers", "configs", "violations", "topics_per_minute")  # the state and checks
 BUCKETS = "by_topic"  # deltas, topic events, PartitionRecords: a directory per bucket of topics; merged, then removed
 
 
@@ -93,11 +105,21 @@ def _part(index: int) -> str:
     return f"part-{index:05d}.parquet"
 
 
-def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buckets: int) -> Written:
-    """Decode one range into ``out/records``, its summaries into the :data:`SUMMARIES` tables beside it, and its
-    partition deltas and topic events into the :data:`BUCKETS`."""
+def _violations(found: list[pa.Table], out: str, name: str, *, always: bool = True) -> None:
+    """Into the violations table. (A decode task writes only what it found; the merge job's tasks always write,
+    so that the table has files, and a schema, when nothing is found.)"""
+    table = pa.concat_tables([FINDINGS.empty_table(), *found]).select(COLUMNS)
+    if table.num_rows or always:
+        pq.write_table(table, Path(out) / "violations" / f"{name}.parquet")
+
+
+def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buckets: int, as_of: int | None) -> Written:
+    """Decode one range into ``out/records``, its summaries into the :data:`SUMMARIES` tables beside it, the
+    findings of its records into ``violations``, and its partition deltas and topic events into the
+    :data:`BUCKETS`. Records after ``as_of`` are written, and left out of the rest."""
     writers: dict[str | None, pq.ParquetWriter] = {}
     summaries: list[pa.Table] = []
+    found: list[pa.Table] = []
     partition_rows: list[pa.RecordBatch] = []
     topic_events: list[pa.RecordBatch] = []
     partition_records: list[pa.RecordBatch] = []
@@ -118,14 +140,17 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buck
                 directory.mkdir(parents=True, exist_ok=True)
                 writer = writers[kind] = pq.ParquetWriter(directory / f"part-{index:05d}.parquet", data.schema)
             writer.write_batch(data)
-            if kind in PARTITION_TYPES:
-                partition_rows.append(batch.select(PARTITION_INPUT))
+            kept = batch if as_of is None else batch.filter(pc.less_equal(batch.column("order"), as_of))
+            if kind is None:
+                found.append(unreadable(batch))
+            elif kind in PARTITION_TYPES:
+                partition_rows.append(kept.select(PARTITION_INPUT))
                 if kind == "PartitionRecord":
-                    partition_records.append(batch.select(EPOCH_INPUT))
+                    partition_records.append(kept.select(EPOCH_INPUT))
             elif kind in ("TopicRecord", "RemoveTopicRecord"):
-                topic_events.append(batch.select(TOPIC_EVENTS))
+                topic_events.append(kept.select(tables.TOPIC_INPUT))
             elif kind == "RegisterBrokerRecord":
-                registrations.append(batch.select(REGISTRATIONS.names))
+                registrations.append(kept.select(REGISTRATIONS.names))
             summaries.append(_batch_summary(batch))
             records += batch.num_rows
             errors += batch.num_rows - batch.column("error").null_count
@@ -152,7 +177,8 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buck
                 "last": combined.column("offset_max_max"),
                 "epoch": combined.column("epoch_min_min"),
                 "crc_valid": pc.cast(combined.column("crc_valid_min_min"), pa.bool_()),
-            }
+            },
+            schema=BATCHES,
         )
         pq.write_table(table, Path(out) / "batches" / _part(index))
     if registrations:
@@ -162,9 +188,10 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buck
         by_topic["epochs"] = pa.Table.from_batches(partition_records)
     if partition_rows:
         partitions = pa.Table.from_batches(partition_rows)
-        pq.write_table(findings(partitions), Path(out) / "record_findings" / _part(index))
+        found.append(findings(partitions))
         pq.write_table(mentions(partitions), Path(out) / "broker_mentions" / _part(index))
         by_topic["deltas"] = fold_range(partitions.select(FOLD_INPUT))
+    _violations(found, out, f"records-{index:05d}", always=False)
     for name, table in by_topic.items():
         bucket = buckets_of(table.column("topic_id"), buckets)
         for b in range(buckets):
@@ -172,101 +199,113 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buck
     return Written(records, errors, last)
 
 
-def _merge_bucket(bucket: int, out: str) -> int:
-    """One bucket of topics, from every range's deltas, topic events and PartitionRecords: the partitions' state
-    (:mod:`audit.fold`), the topics whose partition rows need checking against their lifetimes
-    (:func:`audit.record_checks.orphan_suspects`), and the partition epochs that go back."""
+def _merge_bucket(bucket: int, out: str) -> None:
+    """One bucket of topics, from every range's deltas, topic events and PartitionRecords: the live topics and
+    their partitions (:mod:`audit.fold`, :mod:`audit.tables`), the checks of the topics' records and final state,
+    and the topics whose partition rows need checking against their lifetimes
+    (:func:`audit.record_checks.orphan_suspects`)."""
     directory = Path(out) / BUCKETS / f"{bucket:05d}"
     deltas, events, epochs = (
         [pq.read_table(f) for f in sorted(directory.glob(f"{name}-*.parquet"))]
         for name in ("deltas", "events", "epochs")
     )
+    topic_events = pa.concat_tables(events) if events else _schema_of(tables.TOPIC_INPUT).empty_table()
+    live = tables.topics(topic_events)
+    created = topic_events.filter(pc.equal(topic_events.column("record_type"), "TopicRecord"))
+    found = [reused_topic_ids(created)]
     if epochs:
-        regressions = epoch_regressions(pa.concat_tables(epochs))
-        pq.write_table(regressions, Path(out) / "record_findings" / f"epochs-{bucket:05d}.parquet")
+        found.append(epoch_regressions(pa.concat_tables(epochs)))
     if deltas:
         merged = pa.concat_tables(deltas)
         state = merge_deltas(merged)
-        spans = topic_spans(merged)
-        suspects = orphan_suspects(spans, pa.concat_tables(events) if events else None)
+        suspects = orphan_suspects(topic_spans(merged), topic_events)
     else:
         state, suspects = STATE.empty_table(), SUSPECTS.empty_table()
-    pq.write_table(state, Path(out) / "partition_state" / _part(bucket))
+    partitions = tables.partitions(state, live)
+    found.append(state_findings(partitions))
+    pq.write_table(live, Path(out) / "topics" / _part(bucket))
+    pq.write_table(partitions, Path(out) / "partitions" / _part(bucket))
     pq.write_table(suspects, Path(out) / "orphan_suspects" / _part(bucket))
-    return state.num_rows
+    _violations(found, out, f"merge-{bucket:05d}")
 
 
-def write_records(spark: SparkSession, log_dir: str | Path, out: str | Path, *, from_start: bool = False) -> Written:
-    """Decode ``log_dir`` on the executors into ``out/records`` and the :data:`SUMMARIES` beside it, all replaced
-    if present: ``batches`` (one row per log batch, :func:`audit.invariants.batches_of`), ``partition_state``
-    (:mod:`audit.fold`), and what the invariant checks need (:mod:`audit.record_checks`). The driver gets three
-    numbers.
+def _schema_of(columns: list[str]) -> pa.Schema:
+    """These columns of the decoded rows, with their types."""
+    return pa.schema([field for field in RECORD_FIELDS if field.name in columns])
+
+
+def _records_of(out: str, kinds: tuple[str, ...], columns: list[str], as_of: int | None) -> pa.Table:
+    """The rows of these record types (up to ``as_of``), from the records table the decode job wrote."""
+    schema = _schema_of(columns)
+    stored = [c for c in schema.names if c != "record_type"]  # (the directory's name)
+    parts = []
+    for kind in kinds:
+        directory = Path(out) / "records" / f"record_type={urllib.parse.quote(kind, safe='')}"
+        if directory.exists():
+            rows = pads.dataset(directory, format="parquet").to_table(columns=stored)
+            parts.append(rows.append_column("record_type", pa.array([kind] * rows.num_rows, pa.string())))
+    rows = pa.concat_tables(parts).select(schema.names).cast(schema) if parts else schema.empty_table()
+    return rows if as_of is None else rows.filter(pc.less_equal(rows.column("order"), as_of))
+
+
+def _merge_rest(out: str, as_of: int | None) -> None:
+    """What is not kept per topic, beside the buckets: the brokers, the configs, topics created per minute, and
+    the checks along the log's batches and across topic names."""
+    events = _records_of(out, ("TopicRecord", "RemoveTopicRecord"), tables.TOPIC_INPUT, as_of)
+    created = events.filter(pc.equal(events.column("record_type"), "TopicRecord"))
+    brokers = _records_of(out, tables.BROKER_TYPES, tables.BROKER_INPUT, as_of)
+    configs = _records_of(out, ("ConfigRecord",), tables.CONFIG_INPUT, as_of)
+    tables.write_table(tables.brokers(brokers), Path(out) / "brokers")
+    tables.write_table(tables.configs(configs, events), Path(out) / "configs")
+    tables.write_table(tables.topics_per_minute(created), Path(out) / "topics_per_minute")
+    batches = pads.dataset(Path(out) / "batches", format="parquet", schema=BATCHES).to_table()
+    _violations([batch_findings(batches), live_name_clashes(events)], out, "rest")
+
+
+def write_tables(
+    spark: SparkSession,
+    log_dir: str | Path,
+    out: str | Path,
+    *,
+    from_start: bool = False,
+    as_of_offset: int | None = None,
+) -> Written:
+    """Decode ``log_dir`` on the executors into ``out/records`` and, from what they compute while decoding, the
+    audit's tables (:data:`TABLES`: the state at the end of the log or at ``as_of_offset``, and the findings),
+    with the :data:`SUMMARIES` beside them; each replaced if present. The driver gets three numbers.
 
     Two Spark jobs: the first decodes the log's ranges and folds each range's partition records into deltas, put
     in buckets by topic with the topics' events; the second merges each bucket's deltas from every range, in log
-    order, into the partitions' state, and checks the bucket's partition rows lie in their topics' lifetimes: a
-    shuffle through the shared output directory. (Merging the 5M-record benchmark log's ~800k deltas with a
-    Spark shuffle, sort and aggregate took 4.3 s in a fresh JVM; this job takes 0.3 s.)"""
+    order, into the partitions' state and checks the bucket's topics (a shuffle through the shared output
+    directory), while one more task of it rebuilds the brokers and configs and checks the log's batches. (Merging
+    the 5M-record benchmark log's ~800k deltas with a Spark shuffle, sort and aggregate took 4.3 s in a fresh
+    JVM; the whole merge job takes well under a second.)"""
     out = Path(out).resolve()
-    for table in (out / "records", out / BUCKETS, *(out / name for name in SUMMARIES)):
+    for table in (out / "records", out / BUCKETS, *(out / name for name in (*SUMMARIES, *TABLES))):
         if table.exists():
             shutil.rmtree(table)
         table.mkdir(parents=True)
     parallelism = spark.sparkContext.defaultParallelism
     ranges, first = plan(log_dir, from_start, DEFAULT_SPLIT_BYTES, 4 * parallelism)
-    if not ranges:
-        shutil.rmtree(out / BUCKETS)
-        return Written(0, 0, None)
     for b in range(parallelism):
         (out / BUCKETS / f"{b:05d}").mkdir()
-    tasks = spark.sparkContext.parallelize(list(enumerate(ranges)), len(ranges))
-    parts = tasks.map(lambda task: _write_range(task[0], task[1], first, str(out), parallelism)).collect()
-    buckets = spark.sparkContext.parallelize(range(parallelism), parallelism)
-    buckets.map(lambda bucket: _merge_bucket(bucket, str(out))).collect()
+    parts = []
+    if ranges:
+        tasks = spark.sparkContext.parallelize(list(enumerate(ranges)), len(ranges))
+        parts = tasks.map(
+            lambda task: _write_range(task[0], task[1], first, str(out), parallelism, as_of_offset)
+        ).collect()
+    merges = spark.sparkContext.parallelize(range(parallelism + 1), parallelism + 1)
+    merges.foreach(lambda b: _merge_bucket(b, str(out)) if b < parallelism else _merge_rest(str(out), as_of_offset))
     shutil.rmtree(out / BUCKETS)
     last = [p.last_offset for p in parts if p.last_offset is not None]
     return Written(sum(p.records for p in parts), sum(p.errors for p in parts), max(last) if last else None)
 
 
-BATCHES_SCHEMA = StructType(
-    [
-        StructField("file", StringType()),
-        StructField("position", LongType()),
-        StructField("source", StringType()),
-        StructField("offset", LongType()),
-        StructField("last", LongType()),
-        StructField("epoch", IntegerType()),
-        StructField("crc_valid", BooleanType()),
-    ]
-)
-
-
-@dataclass(frozen=True)
-class Summaries:
-    """What the executors computed from the rows while decoding them (:func:`write_records`): the tables that can
-    be large, as DataFrames; the small ones are read straight from their files (:meth:`small`)."""
-
-    directory: Path
-    batches: DataFrame
-    partition_state: DataFrame  # at the end of the log; no topic names (they come from the topics' replay)
-    record_findings: DataFrame
-
-    def small(self, name: str) -> pa.Table:
-        """``orphan_suspects``, ``broker_mentions`` or ``broker_registrations`` (the driver shares the directory)."""
-        schema = {"orphan_suspects": SUSPECTS, "broker_mentions": MENTIONS, "broker_registrations": REGISTRATIONS}[name]
-        return pads.dataset(self.directory / name, format="parquet", schema=schema).to_table()
-
-
-def read_summaries(spark: SparkSession, out: str | Path) -> Summaries:
-    def read(name: str, schema: StructType) -> DataFrame:
-        return spark.read.schema(schema).parquet(str(Path(out) / name))
-
-    return Summaries(
-        Path(out),
-        read("batches", BATCHES_SCHEMA),
-        read("partition_state", from_arrow_schema(STATE)),
-        read("record_findings", from_arrow_schema(FINDINGS)),
-    )
+def read_summary(out: str | Path, name: str) -> pa.Table:
+    """``orphan_suspects``, ``broker_mentions`` or ``broker_registrations`` (the driver shares the directory)."""
+    schema = {"orphan_suspects": SUSPECTS, "broker_mentions": MENTIONS, "broker_registrations": REGISTRATIONS}[name]
+    return pads.dataset(Path(out) / name, format="parquet", schema=schema).to_table()
 
 
 def read_records(spark: SparkSession, out: str | Path) -> DataFrame:

@@ -75,9 +75,9 @@ def _fold_rows(r: DataFrame) -> DataFrame:
     )
 
 
-def replay(rows: DataFrame, as_of_offset: int | None = None, partition_state: DataFrame | None = None) -> State:
-    """The state at the end of ``rows`` or at ``as_of_offset``. ``partition_state``: the partitions at the end of
-    the same rows, which the executors folded while decoding them (:func:`audit.records.write_records`)."""
+def replay(rows: DataFrame, as_of_offset: int | None = None) -> State:
+    """The state at the end of ``rows`` or at ``as_of_offset``. (The audit job builds the same tables on its
+    executors, :mod:`audit.tables`; this is the state of any rows, as Spark queries.)"""
     r = records_as_of(rows, as_of_offset)
     # -- topics
     created = r.where("record_type = 'TopicRecord'").select(
@@ -99,12 +99,12 @@ def replay(rows: DataFrame, as_of_offset: int | None = None, partition_state: Da
         .select("topic_id", "topic_name", "created_offset", "created_time")
     )
     # -- partitions: the last PartitionRecord per partition, then the changes after it
-    if partition_state is not None and as_of_offset is None:
-        folded = partition_state
-    else:
-        folded = _fold_rows(r)
-    partitions = folded.join(topics.select("topic_id", "topic_name"), "topic_id").select(  # removed: gone
-        "topic_id", "topic_name", "partition_id", *PARTITION_FIELDS, "leader_epoch", "partition_epoch"
+    partitions = (
+        _fold_rows(r)
+        .join(topics.select("topic_id", "topic_name"), "topic_id")
+        .select(  # removed: gone
+            "topic_id", "topic_name", "partition_id", *PARTITION_FIELDS, "leader_epoch", "partition_epoch"
+        )
     )
     # -- brokers: the last registration, then the changes to that registration
     reg = _last_per_key(r.where("record_type = 'RegisterBrokerRecord'"), ["broker_id"]).select(

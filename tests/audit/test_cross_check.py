@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import json
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,9 +30,8 @@ from e2e_helpers import (
     wait_brokers,
 )
 
-from audit.invariants import check_all
-from audit.job import read_rows
-from audit.replay import replay
+from audit.job import run_audit
+from audit.replay import State
 from pykraft.client import AdminClient, ClusterDescription, NewTopic, TopicDescription
 from quorum.log.log import METADATA_PARTITION_DIR
 
@@ -162,12 +162,13 @@ def live_state(s: Scenario) -> dict[str, dict]:
 
 
 def audited_state(spark: Any, export: Path, as_of_offset: int | None, *, check: bool) -> dict[str, dict]:
-    rows = read_rows(spark, export).cache()
-    try:
-        state = replay(rows, as_of_offset)
+    """The state as ``pykraft audit`` writes it (its job: the executors' tables), read back with Spark."""
+    with tempfile.TemporaryDirectory(prefix="audit-") as out:
+        result = run_audit(spark, export, out, as_of_offset=as_of_offset, report=False)
         if check:  # a log our cluster wrote breaks no invariant
-            violations = [v.asDict() for v in check_all(rows, state, as_of_offset).collect()]
-            assert violations == [], violations
+            violations = [v.asDict() for v in spark.read.parquet(f"{out}/violations").collect()]
+            assert violations == [] and result.violations == {}, violations
+        state = State(*(spark.read.parquet(f"{out}/{name}") for name in ("topics", "partitions", "brokers", "configs")))
         topics = {r.topic_id: r.topic_name for r in state.topics.collect()}
         partitions = {
             (r.topic_id, r.partition_id): {
@@ -191,10 +192,8 @@ def audited_state(spark: Any, export: Path, as_of_offset: int | None, *, check: 
         configs: dict[str, dict[str, str]] = {name: {} for name in topics.values()}
         for r in state.configs.where("resource_type = 2").collect():
             configs.setdefault(r.resource_name, {})[r.config_name] = r.config_value
-        last = rows.agg({"offset": "max"}).first()[0]
+        last = result.summary["last_offset"]
         return {"topics": topics, "partitions": partitions, "brokers": brokers, "configs": configs, "last": last}
-    finally:
-        rows.unpersist()
 
 
 def assert_field_by_field(audit: dict[str, dict], live: dict[str, dict]) -> None:

@@ -10,10 +10,12 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 from audit_helpers import (
@@ -34,10 +36,11 @@ from audit_helpers import (
 from pyspark.sql import functions as F
 
 from audit.decode import FileRange, arrow_schema, decode_range, spark_schema
-from audit.invariants import COLUMNS, batches_of, check_all
-from audit.job import read_rows, run_audit
-from audit.records import BATCHES_SCHEMA, BUCKETS, read_records, read_summaries, write_records
-from audit.replay import replay
+from audit.invariants import batches_of, check_all
+from audit.job import OUTPUT_TABLES, analytics, read_rows, run_audit
+from audit.record_checks import COLUMNS
+from audit.records import BATCHES, BUCKETS, read_records, write_tables
+from audit.replay import State, replay
 from audit.spark import LOCAL_JVM
 from controller.records import (
     ConfigRecord,
@@ -296,9 +299,53 @@ def churn(seed: int) -> LogBuilder:
     return b
 
 
-def test_partition_state_from_the_executors_is_the_controllers(spark: Any, tmp_path: Path) -> None:
-    """The job folds partitions on the executors range by range (audit.fold) and merges the deltas per bucket of
-    topics: the state is the controller's, as the row-by-row replay's is, however the log was split."""
+def _plain(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(value)
+    if isinstance(value, datetime):  # Spark's are UTC-aware, the job's naive UTC
+        return value.replace(tzinfo=None)
+    return value
+
+
+def _comparable(rows: list[dict]) -> list[tuple]:
+    return sorted((tuple((k, _plain(v)) for k, v in sorted(r.items())) for r in rows), key=repr)
+
+
+def job_tables(spark: Any, log: Path, out: Path, as_of: int | None = None) -> dict[str, list[tuple]]:
+    """Every table ``pykraft audit`` writes (its job: the executors' pyarrow), rows in a comparable order."""
+    run_audit(spark, log, out, as_of_offset=as_of, report=False)
+    return {
+        name: _comparable(pads.dataset(out / name, format="parquet").to_table().to_pylist()) for name in OUTPUT_TABLES
+    }
+
+
+def query_tables(spark: Any, log: Path, as_of: int | None = None) -> dict[str, list[tuple]]:
+    """The same tables as Spark queries over the data source's rows (audit.replay, check_all, analytics)."""
+    rows = read_rows(spark, log).cache()
+    try:
+        state = replay(rows, as_of)
+        frames = {
+            "topics": state.topics,
+            "partitions": state.partitions,
+            "brokers": state.brokers,
+            "configs": state.configs,
+            **analytics(rows, state, as_of),
+            "violations": check_all(rows, state, as_of),
+        }
+        return {name: _comparable(df.toArrow().to_pylist()) for name, df in frames.items()}
+    finally:
+        rows.unpersist()
+
+
+def job_state(spark: Any, out: Path) -> State:
+    return State(*(spark.read.parquet(str(out / name)) for name in ("topics", "partitions", "brokers", "configs")))
+
+
+def test_the_jobs_tables_are_the_controllers_state_and_the_queries_tables(spark: Any, tmp_path: Path) -> None:
+    """The job folds partitions on the executors range by range (audit.fold), merges the deltas per bucket of
+    topics and builds every table with pyarrow (audit.tables): the state is the controller's, and every table
+    the Spark queries' over the rows, however the log was split."""
+    filled: set[str] = set()
     for name, log in (("history", history()[0]), ("churn", churn(7))):
         directory = tmp_path / name / METADATA_PARTITION_DIR
         directory.mkdir(parents=True)
@@ -308,20 +355,17 @@ def test_partition_state_from_the_executors_is_the_controllers(spark: Any, tmp_p
             base = int.from_bytes(batches[0][:8], "big")
             (directory / f"{base:020d}.log").write_bytes(b"".join(batches))
         out = tmp_path / f"{name}-out"
-        write_records(spark, tmp_path / name, out)
-        rows = read_records(spark, out)
+        tables = job_tables(spark, tmp_path / name, out)
         expected = controller_replay(log.records)
-        assert_same_state(audit_state(replay(rows, None, read_summaries(spark, out).partition_state)), expected)
-        assert_same_state(audit_state(replay(rows)), expected)  # the row-by-row path, for any cut of the log
+        assert_same_state(audit_state(job_state(spark, out)), expected)
         assert not (out / BUCKETS).exists()  # the deltas were merged, then removed
-        # The invariant checks agree too, with what the executors found or over the rows alone.
-        summaries = read_summaries(spark, out)
-        state = replay(rows, None, summaries.partition_state)
-        via_executors = sorted(tuple(v) for v in check_all(rows, state, None, summaries).collect())
-        assert via_executors == sorted(tuple(v) for v in check_all(rows, replay(rows)).collect())
+        assert tables == query_tables(spark, tmp_path / name)
+        filled |= {name for name, rows in tables.items() if rows}
+    assert filled == set(OUTPUT_TABLES), filled  # every table was compared with something in it
     # (PartitionRecords with random epochs: some go back, in another range than the record before them)
-    assert "partition_epochs_increase" in {v[0] for v in via_executors}
+    assert "partition_epochs_increase" in {dict(v)["check"] for v in tables["violations"]}
     # The churn log was split: partitions span segments, so ranges, and the merge did real work.
+    rows = read_records(spark, out)
     ranges_per_partition = (
         rows.where(F.col("record_type").isin("PartitionRecord", "PartitionChangeRecord"))
         .groupBy("topic_id", "partition_id")
@@ -392,9 +436,8 @@ def broken_log() -> tuple[LogBuilder, dict[tuple[str, int | None], int], int]:
 
 @pytest.mark.parametrize("via", ["rows", "executors"])
 def test_every_invariant_fires_where_it_is_broken(spark: Any, tmp_path: Path, via: str) -> None:
-    """Over the data source's rows alone, and as the audit job runs: over the records table, with what the
-    executors computed while decoding (batches, partition state, topic spans, per-record findings, broker
-    mentions)."""
+    """Over the data source's rows alone, and as the audit job finds them: on its executors, and over the rows
+    again for the suspects its summaries name."""
     log, expected, garbage_at = broken_log()
     path = log.write(tmp_path / "log")
     if via == "rows":
@@ -404,10 +447,8 @@ def test_every_invariant_fires_where_it_is_broken(spark: Any, tmp_path: Path, vi
         finally:
             rows.unpersist()
     else:
-        write_records(spark, tmp_path / "log", tmp_path / "out")
-        rows, summaries = read_records(spark, tmp_path / "out"), read_summaries(spark, tmp_path / "out")
-        state = replay(rows, None, summaries.partition_state)
-        found = [r.asDict() for r in check_all(rows, state, None, summaries).collect()]
+        run_audit(spark, tmp_path / "log", tmp_path / "out", report=False)
+        found = pads.dataset(tmp_path / "out" / "violations", format="parquet").to_table().to_pylist()
     got: dict[tuple[str, int | None], int] = {}
     for v in found:
         got[(v["check"], v["offset"])] = got.get((v["check"], v["offset"]), 0) + 1
@@ -426,31 +467,25 @@ def test_every_invariant_fires_where_it_is_broken(spark: Any, tmp_path: Path, vi
     assert orphans[0].endswith("was removed before it") and orphans[1].endswith("does not exist yet"), orphans
 
 
-def test_a_cut_of_the_log_gives_the_same_findings_with_the_executors_summaries(spark: Any, tmp_path: Path) -> None:
-    """--as-of-offset: the executors' summaries cover the whole log, and the checks cut them to the offset."""
+def test_a_cut_of_the_log_gives_the_same_tables_from_the_job_and_the_queries(spark: Any, tmp_path: Path) -> None:
+    """--as-of-offset, on a log that breaks every invariant: the job leaves the records after the cut out of the
+    state and the checks (it still writes them to the records table) and gets every table the queries get."""
     log, expected, _ = broken_log()
     log.write(tmp_path / "log")
     named_early = sorted(offset for check, offset in expected if check == "brokers_registered")
     (repeat,) = [offset for check, offset in expected if check == "replicas_distinct"]
-    write_records(spark, tmp_path / "log", tmp_path / "out")
-    rows, summaries = read_records(spark, tmp_path / "out"), read_summaries(spark, tmp_path / "out")
-    source = read_rows(spark, tmp_path / "log").cache()
-    try:
-        # before the per-record findings; then after broker 4 is named, before it registers and 11 is named
-        for cut in (repeat - 1, named_early[1]):
-            via_rows = sorted((tuple(v) for v in check_all(source, replay(source, cut), cut).collect()), key=str)
-            state = replay(rows, cut, summaries.partition_state)
-            via_executors = sorted((tuple(v) for v in check_all(rows, state, cut, summaries).collect()), key=str)
-            assert via_executors == via_rows, cut
-    finally:
-        source.unpersist()
-    assert not {v[0] for v in check_all(source, replay(source, repeat - 1), repeat - 1).collect()} & {
-        "replicas_distinct",
-        "isr_subset_of_replicas",
-        "leader_in_isr",
-    }
-    unregistered = [v for v in via_rows if v[0] == "brokers_registered"]
-    assert [v[1] for v in unregistered] == named_early[:2], unregistered
+    # before the per-record findings; after broker 4 is named, before it registers and 11 is named; the end
+    for cut in (repeat - 1, named_early[1], None):
+        tables = job_tables(spark, tmp_path / "log", tmp_path / f"out-{cut}", cut)
+        assert tables == query_tables(spark, tmp_path / "log", cut), cut
+        checks = [dict(v)["check"] for v in tables["violations"]]
+        assert ("replicas_distinct" in checks) == (cut != repeat - 1), checks
+    unregistered = [
+        dict(v)["offset"]
+        for v in job_tables(spark, tmp_path / "log", tmp_path / "out", named_early[1])["violations"]
+        if dict(v)["check"] == "brokers_registered"
+    ]
+    assert sorted(unregistered) == named_early[:2], unregistered
 
 
 def test_records_table_holds_exactly_the_data_source_rows(spark: Any, tmp_path: Path) -> None:
@@ -458,7 +493,7 @@ def test_records_table_holds_exactly_the_data_source_rows(spark: Any, tmp_path: 
     data source's rows, column for column, error rows (a null type) included."""
     log, _, _ = broken_log()
     log.write(tmp_path / "log")
-    written = write_records(spark, tmp_path / "log", tmp_path / "out")
+    written = write_tables(spark, tmp_path / "log", tmp_path / "out")
     table = read_records(spark, tmp_path / "out")
     source = read_rows(spark, tmp_path / "log")
     assert sorted(table.columns) == sorted(source.columns)
@@ -471,10 +506,10 @@ def test_records_table_holds_exactly_the_data_source_rows(spark: Any, tmp_path: 
     dirs = sorted(p.name for p in (tmp_path / "out" / "records").iterdir())
     assert "record_type=TopicRecord" in dirs and "record_type=__HIVE_DEFAULT_PARTITION__" in dirs, dirs
     # The batches table the executors wrote is what batches_of computes from the rows.
-    ours = sorted(tuple(map(str, r)) for r in read_summaries(spark, tmp_path / "out").batches.collect())
-    assert ours == sorted(tuple(map(str, r)) for r in batches_of(source).select(*BATCHES_SCHEMA.names).collect())
+    ours = sorted(tuple(map(str, r)) for r in spark.read.parquet(str(tmp_path / "out" / "batches")).collect())
+    assert ours == sorted(tuple(map(str, r)) for r in batches_of(source).select(*BATCHES.names).collect())
     # Rewriting replaces the table; a type's filter reads only its directory.
-    write_records(spark, tmp_path / "log", tmp_path / "out")
+    write_tables(spark, tmp_path / "log", tmp_path / "out")
     assert read_records(spark, tmp_path / "out").count() == len(want)
     topics = read_records(spark, tmp_path / "out").where("record_type = 'TopicRecord'")
     assert "PartitionFilters: [isnotnull(record_type" in topics._jdf.queryExecution().executedPlan().toString()

@@ -1,0 +1,246 @@
+"""The audit's state and analytics tables, computed with pyarrow by the executors' merge job and the driver.
+
+Spark SQL rebuilds the same tables from any rows (:mod:`audit.replay`, ``audit.job.analytics``), and the tests hold
+these to it. The job does not use it: the state is small beside the log, and a dozen Spark queries over it cost a
+fresh JVM ~10 s of planning, code generation and tiny stages, whatever the number of cores, while the executors
+already hold every input in Arrow (``audit.records``). The rules are ``audit.replay``'s.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+TOPIC_RESOURCE = 2
+BROKER_TYPES = (
+    "RegisterBrokerRecord",
+    "BrokerRegistrationChangeRecord",
+    "FenceBrokerRecord",
+    "UnfenceBrokerRecord",
+    "UnregisterBrokerRecord",
+)
+BROKER_INPUT = ["broker_id", "broker_epoch", "rack", "fenced", "in_controlled_shutdown", "order", "record_type"]
+CONFIG_KEY = ["resource_type", "resource_name", "config_name"]
+CONFIG_INPUT = [*CONFIG_KEY, "config_value", "order"]
+TOPIC_INPUT = ["topic_id", "topic_name", "order", "offset", "file", "position", "append_time", "record_type"]
+
+TOPICS = pa.schema(
+    [
+        ("topic_id", pa.string()),
+        ("topic_name", pa.string()),
+        ("created_offset", pa.int64()),
+        ("created_time", pa.timestamp("ms")),
+    ]
+)
+PARTITIONS = pa.schema(
+    [
+        ("topic_id", pa.string()),
+        ("topic_name", pa.string()),
+        ("partition_id", pa.int32()),
+        *[(f, pa.list_(pa.int32())) for f in ("replicas", "isr", "removing_replicas", "adding_replicas")],
+        ("leader", pa.int32()),
+        ("leader_epoch", pa.int32()),
+        ("partition_epoch", pa.int32()),
+    ]
+)
+BROKERS = pa.schema(
+    [
+        ("broker_id", pa.int32()),
+        ("broker_epoch", pa.int64()),
+        ("rack", pa.string()),
+        ("fenced", pa.bool_()),
+        ("in_controlled_shutdown", pa.bool_()),
+    ]
+)
+CONFIGS = pa.schema([(k, pa.int32() if k == "resource_type" else pa.string()) for k in CONFIG_INPUT[:4]])
+
+
+def last_per_key(rows: pa.Table, keys: list[str]) -> pa.Table:
+    """Each key's row with the highest ``order``."""
+    ordered = rows.sort_by("order")
+    numbered = ordered.select(keys).append_column("_i", pa.array(np.arange(ordered.num_rows)))
+    last = numbered.group_by(keys, use_threads=False).aggregate([("_i", "max")])
+    return ordered.take(last.column("_i_max"))
+
+
+def _lookup(keys: pa.ChunkedArray | pa.Array, table: pa.Table, key: str, value: str) -> pa.ChunkedArray:
+    """``table[value]`` where ``table[key]`` (unique) equals each of ``keys``; null where none does."""
+    return table.column(value).take(pc.index_in(keys, value_set=table.column(key).combine_chunks()))
+
+
+# -- state --------------------------------------------------------------------------------------------------------
+
+
+def topics(events: pa.Table) -> pa.Table:
+    """The live topics: each id's last TopicRecord, unless the id was removed after it. ``events``: the
+    TopicRecord and RemoveTopicRecord rows of any set of ids (:data:`TOPIC_INPUT`)."""
+    kind = events.column("record_type")
+    created = last_per_key(events.filter(pc.equal(kind, "TopicRecord")), ["topic_id"])
+    removed = events.filter(pc.equal(kind, "RemoveTopicRecord")).group_by("topic_id").aggregate([("order", "max")])
+    removed_at = _lookup(created.column("topic_id"), removed, "topic_id", "order_max")
+    live = created.filter(pc.or_kleene(pc.is_null(removed_at), pc.less(removed_at, created.column("order"))))
+    return pa.table(
+        [live.column(c) for c in ("topic_id", "topic_name", "offset", "append_time")], schema=TOPICS
+    ).combine_chunks()
+
+
+def partitions(state: pa.Table, live: pa.Table) -> pa.Table:
+    """The folded partitions (``audit.fold.STATE``) of the ``live`` topics, with their names."""
+    names = _lookup(state.column("topic_id"), live, "topic_id", "topic_name")
+    named = state.append_column("topic_name", names).filter(pc.is_valid(names))
+    return named.select(PARTITIONS.names).cast(PARTITIONS)
+
+
+def brokers(rows: pa.Table) -> pa.Table:
+    """Each broker's last registration, with the later changes to *that* registration (same broker epoch): fenced
+    or unfenced, a controlled shutdown, or unregistered (gone). ``rows``: the broker records (:data:`BROKER_INPUT`)."""
+    registered: dict[int, dict] = {}
+    changes = []
+    for row in sorted(rows.to_pylist(), key=lambda r: r["order"]):
+        if row["record_type"] == "RegisterBrokerRecord":
+            registered[row["broker_id"]] = {**row, "changes": []}
+        else:
+            changes.append(row)
+    for change in changes:
+        reg = registered.get(change["broker_id"])
+        if reg is not None and change["order"] > reg["order"] and change["broker_epoch"] == reg["broker_epoch"]:
+            reg["changes"].append(change)
+    out = []
+    for broker, reg in registered.items():
+        if any(c["record_type"] == "UnregisterBrokerRecord" for c in reg["changes"]):
+            continue
+        fenced = reg["fenced"]
+        for change in reg["changes"]:  # the last change that says fenced (1) or unfenced (-1)
+            if change["fenced"] not in (None, 0):
+                fenced = change["fenced"]
+        shutdown = any(c["in_controlled_shutdown"] == 1 for c in [reg, *reg["changes"]])
+        unknown = reg["in_controlled_shutdown"] is None  # and no change says: null, as in SQL
+        out.append(
+            {
+                "broker_id": broker,
+                "broker_epoch": reg["broker_epoch"],
+                "rack": reg["rack"],
+                "fenced": None if fenced is None else fenced == 1,
+                "in_controlled_shutdown": True if shutdown else (None if unknown else False),
+            }
+        )
+    return pa.Table.from_pylist(sorted(out, key=lambda b: b["broker_id"]), schema=BROKERS)
+
+
+def configs(rows: pa.Table, topic_events: pa.Table) -> pa.Table:
+    """The last value per key; deleted by a null value, or by removing the topic (by name) after it was set.
+    ``rows``: the ConfigRecords (:data:`CONFIG_INPUT`); ``topic_events``: every TopicRecord and RemoveTopicRecord."""
+    last = last_per_key(rows, CONFIG_KEY)
+    last = last.filter(pc.is_valid(last.column("config_value")))
+    events = topic_events.select(["topic_id", "topic_name", "order", "record_type"]).to_pylist()
+    names: dict[str, set[str]] = {}
+    for e in events:
+        if e["record_type"] == "TopicRecord":
+            names.setdefault(e["topic_id"], set()).add(e["topic_name"])
+    removed: dict[str, int] = {}
+    for e in events:
+        if e["record_type"] == "RemoveTopicRecord":
+            for name in names.get(e["topic_id"], ()):
+                removed[name] = max(e["order"], removed.get(name, e["order"]))
+    gone = pa.table(
+        {"name": pa.array(list(removed), pa.string()), "order": pa.array(list(removed.values()), pa.int64())}
+    )
+    removed_at = _lookup(last.column("resource_name"), gone, "name", "order")
+    topic = pc.equal(last.column("resource_type"), TOPIC_RESOURCE)
+    dropped = pc.and_kleene(topic, pc.greater_equal(removed_at, last.column("order")))
+    return last.filter(pc.invert(pc.fill_null(dropped, False))).select(CONFIGS.names).cast(CONFIGS)
+
+
+# -- analytics ----------------------------------------------------------------------------------------------------
+
+
+def topics_per_minute(created: pa.Table) -> pa.Table:
+    """``created``: the TopicRecord rows (``append_time``)."""
+    minute = pc.floor_temporal(created.column("append_time"), unit="minute")
+    counts = pa.table({"minute": minute}).group_by("minute").aggregate([("minute", "count")])
+    return pa.table({"minute": counts.column("minute"), "topics_created": counts.column("minute_count")}).sort_by(
+        "minute"
+    )
+
+
+def _sums(table: pa.Table, key: str, columns: list[str], count: str | None = None) -> pa.Table:
+    """Per ``key``: the sum of each of ``columns``, and the number of rows as ``count``."""
+    grouped = table.group_by(key, use_threads=False).aggregate(
+        [(c, "sum") for c in columns] + ([([], "count_all")] if count else [])
+    )
+    out = {key: grouped.column(key), **{c: grouped.column(f"{c}_sum") for c in columns}}
+    if count:
+        out[count] = grouped.column("count_all")
+    return pa.table(out)
+
+
+def analytics(partitions_table: pa.Table, brokers_table: pa.Table, configs_table: pa.Table) -> dict[str, pa.Table]:
+    """Partitions and leaders per broker and per rack, replication factors, configs in use: from the state tables
+    (a row per partition, broker or config: the size of the cluster, not of its log)."""
+    replicas = partitions_table.column("replicas").combine_chunks()
+    owner = pc.list_parent_indices(replicas)
+    broker = pc.list_flatten(replicas)
+    leader = partitions_table.column("leader").combine_chunks().take(owner)
+    per_replica = pa.table(
+        {
+            "broker_id": broker,
+            "replicas": pa.array(np.ones(len(broker), np.int64)),
+            "leaders": pc.cast(pc.fill_null(pc.equal(leader, broker), False), pa.int64()),
+        }
+    )
+    load = _sums(per_replica, "broker_id", ["replicas", "leaders"])
+    load = load.join(brokers_table.select(["broker_id", "rack", "fenced"]), "broker_id", join_type="full outer")
+    load = pa.table(
+        {
+            "broker_id": load.column("broker_id"),
+            "replicas": pc.fill_null(load.column("replicas"), 0),
+            "leaders": pc.fill_null(load.column("leaders"), 0),
+            "rack": load.column("rack"),
+            "fenced": load.column("fenced"),
+        }
+    ).sort_by("broker_id")
+    named_racks = load.drop_columns(["rack"]).append_column("rack", pc.fill_null(load.column("rack"), "(none)"))
+    racks = _sums(named_racks, "rack", ["replicas", "leaders"], "brokers").sort_by("rack")
+    per_topic = (
+        pa.table(
+            {
+                "topic_id": partitions_table.column("topic_id"),
+                "replication_factor": pc.list_value_length(partitions_table.column("replicas")),
+            }
+        )
+        .group_by("topic_id", use_threads=False)
+        .aggregate([("replication_factor", "max"), ([], "count_all")])
+    )
+    factors = _sums(
+        pa.table(
+            {
+                "replication_factor": per_topic.column("replication_factor_max"),
+                "partitions": per_topic.column("count_all"),
+            }
+        ),
+        "replication_factor",
+        ["partitions"],
+        "topics",
+    )
+    factors = factors.select(["replication_factor", "topics", "partitions"]).sort_by("replication_factor")
+    in_use = (
+        configs_table.group_by(["resource_type", "config_name", "config_value"], use_threads=False)
+        .aggregate([([], "count_all")])
+        .rename_columns(["resource_type", "config_name", "config_value", "resources"])
+    )
+    in_use = in_use.sort_by([("resources", "descending"), ("config_name", "ascending")])
+    return {"brokers_load": load, "racks_load": racks, "replication_factors": factors, "configs_in_use": in_use}
+
+
+def read_table(directory: Path, schema: pa.Schema) -> pa.Table:
+    return pads.dataset(directory, format="parquet", schema=schema).to_table()
+
+
+def write_table(table: pa.Table, directory: Path, part: str = "part-00000.parquet") -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, directory / part)
