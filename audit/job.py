@@ -51,7 +51,7 @@ class AuditResult:
         return "\n".join(lines)
 
 
-STATE_TABLES = {"partitions": tables.PARTITIONS, "brokers": tables.BROKERS, "configs": tables.CONFIGS}
+ANALYTICS_INPUTS = {"partitions": tables.PARTITIONS, "brokers": tables.BROKERS, "configs": tables.CONFIGS}
 OUTPUT_TABLES = (
     "topics",
     "partitions",
@@ -145,7 +145,7 @@ def run_audit(
     )
     if late is not None:  # a broken log: its suspects' rows are read again
         late.write.mode("append").parquet(str(out / "violations"))
-    state = {name: tables.read_table(out / name, schema) for name, schema in STATE_TABLES.items()}
+    state = {name: tables.read_table(out / name, schema) for name, schema in ANALYTICS_INPUTS.items()}
     for name, table in tables.analytics(state["partitions"], state["brokers"], state["configs"]).items():
         shutil.rmtree(out / name, ignore_errors=True)
         tables.write_table(table, out / name)

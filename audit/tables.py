@@ -16,6 +16,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
+from audit.fold import STATE
+
 TOPIC_RESOURCE = 2
 BROKER_TYPES = (
     "RegisterBrokerRecord",
@@ -37,17 +39,7 @@ TOPICS = pa.schema(
         ("created_time", pa.timestamp("ms")),
     ]
 )
-PARTITIONS = pa.schema(
-    [
-        ("topic_id", pa.string()),
-        ("topic_name", pa.string()),
-        ("partition_id", pa.int32()),
-        *[(f, pa.list_(pa.int32())) for f in ("replicas", "isr", "removing_replicas", "adding_replicas")],
-        ("leader", pa.int32()),
-        ("leader_epoch", pa.int32()),
-        ("partition_epoch", pa.int32()),
-    ]
-)
+PARTITIONS = STATE.insert(1, pa.field("topic_name", pa.string()))  # the folded state, with the topics' names
 BROKERS = pa.schema(
     [
         ("broker_id", pa.int32()),
