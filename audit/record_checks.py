@@ -38,6 +38,19 @@ COLUMNS = FINDINGS.names[:5]  # of the violations table
 MENTIONS = pa.schema([("broker_id", pa.int32()), ("first_order", pa.int64())])
 
 
+def _found(check: str, rows: list[dict], explanations: list[str]) -> pa.Table:
+    """Findings of ``check`` at ``rows`` (each with the offset, file, position and order it has, if any)."""
+    return pa.table(
+        {
+            "check": [check] * len(rows),
+            **{name: [row.get(name) for row in rows] for name in ("offset", "file", "position")},
+            "explanation": explanations,
+            "order": [row.get("order") for row in rows],
+        },
+        schema=FINDINGS,
+    )
+
+
 def _elements(lists: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(row index, value) of every element of a list column; null lists have none."""
     rows = pc.list_parent_indices(lists).to_numpy().astype(np.int64)
@@ -155,21 +168,12 @@ def epoch_regressions(records: pa.Table) -> pa.Table:
     back[1:] = follows[1:] & ((leader[1:] < leader[:-1]) | (epoch[1:] <= epoch[:-1]))
     at = np.flatnonzero(back)
     rows = g.table.take(pa.array(at)).to_pylist()
-    return pa.table(
-        {
-            "check": ["partition_epochs_increase"] * len(rows),
-            "offset": [r["offset"] for r in rows],
-            "file": [r["file"] for r in rows],
-            "position": [r["position"] for r in rows],
-            "explanation": [
-                f"partition {r['partition_id']} of topic id {r['topic_id']} goes back to leader epoch "
-                f"{r['leader_epoch']} / partition epoch {r['partition_epoch']} (was {leader[i - 1]} / {epoch[i - 1]})"
-                for i, r in zip(at, rows, strict=True)
-            ],
-            "order": [r["order"] for r in rows],
-        },
-        schema=FINDINGS,
-    )
+    explanations = [
+        f"partition {r['partition_id']} of topic id {r['topic_id']} goes back to leader epoch "
+        f"{r['leader_epoch']} / partition epoch {r['partition_epoch']} (was {leader[i - 1]} / {epoch[i - 1]})"
+        for i, r in zip(at, rows, strict=True)
+    ]
+    return _found("partition_epochs_increase", rows, explanations)
 
 
 # -- the checks that need the whole log, settled from small summaries ---------------------------------------------
@@ -222,19 +226,6 @@ def early_brokers(mentions: pa.Table, registrations: pa.Table) -> tuple[list[int
 
 
 # -- the checks the merge job runs over whole tables: the log's batches, topic records, the final state ----------
-
-
-def _found(check: str, rows: list[dict], explanations: list[str]) -> pa.Table:
-    """Findings of ``check`` at ``rows`` (each with the offset, file, position and order it has, if any)."""
-    return pa.table(
-        {
-            "check": [check] * len(rows),
-            **{name: [row.get(name) for row in rows] for name in ("offset", "file", "position")},
-            "explanation": explanations,
-            "order": [row.get("order") for row in rows],
-        },
-        schema=FINDINGS,
-    )
 
 
 def unreadable(errors: pa.Table | pa.RecordBatch) -> pa.Table:

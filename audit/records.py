@@ -258,7 +258,7 @@ def _merge_rest(out: str, as_of: int | None) -> None:
     tables.write_table(tables.brokers(brokers), Path(out) / "brokers")
     tables.write_table(tables.configs(configs, events), Path(out) / "configs")
     tables.write_table(tables.topics_per_minute(created), Path(out) / "topics_per_minute")
-    batches = pads.dataset(Path(out) / "batches", format="parquet", schema=BATCHES).to_table()
+    batches = tables.read_table(Path(out) / "batches", BATCHES)
     _violations([batch_findings(batches), live_name_clashes(events)], out, "rest")
 
 
@@ -305,7 +305,7 @@ def write_tables(
 def read_summary(out: str | Path, name: str) -> pa.Table:
     """``orphan_suspects``, ``broker_mentions`` or ``broker_registrations`` (the driver shares the directory)."""
     schema = {"orphan_suspects": SUSPECTS, "broker_mentions": MENTIONS, "broker_registrations": REGISTRATIONS}[name]
-    return pads.dataset(Path(out) / name, format="parquet", schema=schema).to_table()
+    return tables.read_table(Path(out) / name, schema)
 
 
 def read_records(spark: SparkSession, out: str | Path) -> DataFrame:
