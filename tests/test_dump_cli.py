@@ -200,7 +200,7 @@ def segment_copy(demo_dir: Path, tmp_path: Path) -> Path:
 
 
 def make_snapshot(directory: Path, end_offset: int, epoch: int) -> tuple[Path, Uuid]:
-    """A snapshot as RecordsSnapshotWriter lays it out (KRAFT-NOTES §c): a control batch with the header, data
+    """A snapshot as RecordsSnapshotWriter lays it out (docs/snapshots.md): a control batch with the header, data
     batches, a control batch with the footer, offsets restarting at 0."""
     ts = 1_700_000_000_000
     topic_id = Uuid.from_int(0xAB)

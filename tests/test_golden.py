@@ -1,6 +1,6 @@
 """Golden bytes: every expected byte string below is written out by hand from Kafka's format rules (RecordBatch v2,
 ``ApiMessageAndVersion`` framing, the flexible-version message encoding) and commented field by field. The two
-batches are the test vectors of KRAFT-NOTES.md §a, built independently and checked with kafka-python. None of these
+batches are the test vectors of docs/log-format.md, built independently and checked with kafka-python. None of these
 bytes came from running our encoder.
 
 Conventions in the comments: ``cs(n)`` compact string/array length = uvarint(n + 1); ``tags`` the tagged-field
@@ -58,7 +58,7 @@ INCARNATION_HEX = "00112233445566778899aabbccddeeff"
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Test vector 1: a data batch (KRAFT-NOTES.md §a)
+# Test vector 1: a data batch (docs/log-format.md)
 
 VECTOR_1 = bytes.fromhex(
     "0000000000000005"  # baseOffset int64 = 5
@@ -176,7 +176,7 @@ def test_vector_1_truncated() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Test vector 2: a control batch holding a LeaderChangeMessage (KRAFT-NOTES.md §a)
+# Test vector 2: a control batch holding a LeaderChangeMessage (docs/log-format.md)
 
 LEADER_CHANGE_VALUE = bytes.fromhex(
     "0000"  # Version int16 = 0

@@ -1,7 +1,7 @@
 """Our bytes against an independent implementation of Kafka's RecordBatch v2: kafka-python (a dev dependency; a
 missing kafka-python fails this module, it never skips).
 
-Both directions: kafka-python reads what pykraft writes (the demo log, rolled segments, a snapshot, KRAFT-NOTES'
+Both directions: kafka-python reads what pykraft writes (the demo log, rolled segments, a snapshot, the golden
 test vectors) and agrees with our reader field by field; our reader reads what kafka-python writes (keys, headers,
 timestamp deltas, offset gaps, gzip), and our encoders write kafka-python's bytes exactly.
 """
@@ -42,7 +42,7 @@ with warnings.catch_warnings():  # kafka-python's own import uses a deprecated i
 REPO = Path(__file__).resolve().parent.parent
 TS = 1_700_000_000_000
 
-# KRAFT-NOTES §a, test vector 1: data batch, baseOffset 5, epoch 7, TopicRecord "foo" (id 0…00ab) and
+# docs/log-format.md, test vector 1: data batch, baseOffset 5, epoch 7, TopicRecord "foo" (id 0…00ab) and
 # PartitionRecord v0 p0 replicas=isr=[1,2,3] leader 1. 165 bytes.
 VECTOR_1 = bytes.fromhex(
     """
@@ -129,7 +129,7 @@ def assert_same(ours: list[RecordBatch], theirs: list[tuple[DefaultRecordBatch, 
 
 
 def assert_kraft_shaped(theirs: list[tuple[DefaultRecordBatch, bool, list]]) -> None:
-    """What KRaft writes (KRAFT-NOTES §a): no compression, no producer, one timestamp, no headers; data records
+    """What KRaft writes (docs/log-format.md): no compression, no producer, one timestamp, no headers; data records
     with a null key and a framed value, control records with a 4-byte key (version 0, a known type)."""
     for batch, _, records in theirs:
         assert batch.compression_type == 0
@@ -229,7 +229,7 @@ def test_snapshot_read_by_kafka_python() -> None:
     assert theirs[0][2][0].value == header.encode()
 
 
-# -- the KRAFT-NOTES test vectors ------------------------------------------------------------------------------------
+# -- the golden test vectors (docs/log-format.md) --------------------------------------------------------------------
 
 
 def test_vector_1_data_batch() -> None:

@@ -1,6 +1,6 @@
 """Kafka's RecordBatch v2 (magic 2), the unit of every append to the metadata log.
 
-Layout (big-endian; KRAFT-NOTES.md §a)::
+Layout (big-endian; Kafka's DefaultRecordBatch, described in docs/log-format.md)::
 
     0 baseOffset int64 | 8 batchLength int32 (bytes after this field) | 12 partitionLeaderEpoch int32 (Raft epoch)
     16 magic int8 = 2 | 17 crc uint32 = CRC-32C of bytes [21, end) | 21 attributes int16 | 23 lastOffsetDelta int32

@@ -1,7 +1,7 @@
 """One segment of the metadata log: ``<20-digit base offset>.log`` and its sparse offset index.
 
 With ``log.preallocate`` on, the segment file is zero-filled ahead of the write position: overwriting allocated
-blocks lets ``fdatasync`` skip the file-size metadata update, most of an fsync's cost on ext4 (MEASURED.md). The
+blocks lets ``fdatasync`` skip the file-size metadata update, most of an fsync's cost on ext4 (docs/measured.md). The
 zeros are trimmed when the segment is closed or rolled, so a cleanly closed segment is byte for byte what Kafka
 writes; after a crash they are recognised and cut by recovery. (Off by default, as in Kafka: while the node runs,
 readers of the live file would see the zeros.)

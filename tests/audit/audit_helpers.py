@@ -147,7 +147,7 @@ class LogBuilder:
 
 
 def snapshot_bytes(records: list[ApiMessage], epoch: int, *, per_batch: int = 2) -> bytes:
-    """A snapshot as Kafka's RecordsSnapshotWriter lays it out (KRAFT-NOTES §c): a control batch with the header,
+    """A snapshot as Kafka's RecordsSnapshotWriter lays it out (docs/snapshots.md): a control batch with the header,
     data batches, a control batch with the footer; offsets restart at 0."""
     b = LogBuilder(epoch=epoch)
     b.add(SnapshotHeaderRecord(version=0, last_contained_log_timestamp=TS - 5), control=True)

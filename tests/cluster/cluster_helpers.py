@@ -1,7 +1,7 @@
 """Helpers for the tests that run real ``pykraft node`` processes (pykraft.testing.Cluster) on loopback.
 
 Kafka's default timeouts throughout (election 1000 ms, fetch 2000 ms): this machine has 2 cores and other work, and
-shorter timeouts cause spurious elections under load (MEASURED.md).
+shorter timeouts cause spurious elections under load (docs/measured.md).
 
 Every node runs a QuorumController that replays each committed record as a metadata record, so the records these
 tests append are real ones: a NoOpRecord carrying the test's label in an unknown tagged field (which every reader

@@ -1,0 +1,127 @@
+"""What every benchmark counts the same way: successes, errors by code, and the elapsed time actually measured.
+
+A latency or a rate counts only successful requests; a failed one (an error code, a gRPC error, a timeout, an
+exception) is counted by its code or type, printed beside the figures, and fails every acceptance target. Rates
+are over the time from the first request sent to the last answer received (``time.perf_counter``), never over a
+nominal duration or a schedule's length.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+from quorum.errors import Errors, KafkaError
+
+
+def error_name(code: int) -> str:
+    """A Kafka error code's name (``TOPIC_ALREADY_EXISTS``), or the number if pykraft does not know it."""
+    try:
+        return Errors(code).name
+    except ValueError:
+        return f"error code {code}"
+
+
+def exception_name(e: BaseException) -> str:
+    """A KafkaError by its code, a gRPC error by its status (``grpc UNAVAILABLE``), anything else by its type."""
+    if isinstance(e, KafkaError):
+        return e.code.name
+    status = getattr(e, "code", None)
+    if callable(status):  # grpc.RpcError: code() is a grpc.StatusCode (duck-typed: not every benchmark loads grpc)
+        return f"grpc {status().name}"
+    return type(e).__name__
+
+
+class Tally:
+    """One measurement's requests: the successes and their latencies, the failures and their codes, and the window
+    from the first request sent (:meth:`sent`) to the last answer received (:meth:`answered`)."""
+
+    def __init__(self) -> None:
+        self.ok = 0
+        self.latencies_ms: list[float] = []
+        self.failed = 0
+        self.errors: Counter[str] = Counter()
+        self.first_sent: float | None = None
+        self.last_answer: float | None = None
+
+    def sent(self) -> float:
+        now = time.perf_counter()
+        if self.first_sent is None:
+            self.first_sent = now
+        return now
+
+    def answered(self) -> float:
+        """Call when an answer arrives, a success or an error alike (the time was spent either way)."""
+        self.last_answer = now = time.perf_counter()
+        return now
+
+    def success(self, latency_ms: float | None = None) -> None:
+        self.ok += 1
+        if latency_ms is not None:
+            self.latencies_ms.append(latency_ms)
+
+    def failure(self, *names: str) -> None:
+        """One failed request, with the codes it failed with (several: one per topic of a CreateTopics)."""
+        self.failed += 1
+        self.errors.update(names or ["unknown"])
+
+    def exception(self, e: BaseException) -> None:
+        self.failure(exception_name(e))
+
+    @property
+    def elapsed(self) -> float:
+        if self.first_sent is None or self.last_answer is None:
+            return 0.0
+        return self.last_answer - self.first_sent
+
+    def rate(self, count: float | None = None) -> float:
+        """``count`` (default: the successful requests) per measured second; 0 if nothing was measured."""
+        elapsed = self.elapsed
+        return (self.ok if count is None else count) / elapsed if elapsed > 0 else 0.0
+
+    def percentile(self, p: float) -> float:
+        return percentile(self.latencies_ms, p)
+
+    def summary(self) -> dict[str, Any]:
+        """The counts for a report (JSON-able): ``ok``, ``failed``, ``errors`` by name, ``elapsed_s``."""
+        return {"ok": self.ok, "failed": self.failed, "errors": dict(self.errors), "elapsed_s": self.elapsed}
+
+
+def percentile(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(p / 100 * len(s)))]
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+def errors_text(r: dict[str, Any]) -> str:
+    """``errors none``, or ``3 failed (TOPIC_ALREADY_EXISTS 3)`` for a :meth:`Tally.summary` (or a dict holding one's
+    ``failed`` and ``errors``)."""
+    if not r.get("failed"):
+        return "errors none"
+    codes = ", ".join(f"{name} {n}" for name, n in sorted(r["errors"].items()))
+    return f"{r['failed']} failed ({codes})"
+
+
+def acceptance(checks: list[tuple[str, bool]], measured: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Print the PASS/FAIL lines; every target FAILS if any request of ``measured`` (label -> summary) failed,
+    saying how many and with which codes. Returns the checks for the JSON report."""
+    failed = {label: r for label, r in measured.items() if r.get("failed")}
+    total = sum(r["failed"] for r in failed.values())
+    codes: Counter[str] = Counter()
+    for r in failed.values():
+        codes.update(r["errors"])
+    why = f" -- {total} request(s) failed: " + ", ".join(f"{c} {n}" for c, n in sorted(codes.items())) if total else ""
+    out = []
+    for text, ok in checks:
+        passed = ok and not total
+        print(f"  {'PASS' if passed else 'FAIL'}  {text}{why}")
+        out.append({"name": text, "target_met": ok, "pass": passed})
+    if total:
+        print("  failed requests by measurement: " + "; ".join(f"{k}: {errors_text(r)}" for k, r in failed.items()))
+    return out
