@@ -307,7 +307,10 @@ def run(args: argparse.Namespace) -> int:
     report: dict = {"closed_loop": [], "echo": [], "raw_raft": []}
     echo_port = free_ports(1)[0]
     echo = subprocess.Popen([sys.executable, __file__, "--echo-server", str(echo_port)], stdout=subprocess.PIPE)
-    cluster = Cluster(root, 3, extra_args=["--override", "metadata.max.idle.interval.ms=0"])
+    # unsafe.raw.append.enable=true: the raw Raft baseline writes its records with the admin AppendRecords RPC,
+    # which a node refuses unless started with it (raw records skip the controller's checks: not for production).
+    overrides = ["metadata.max.idle.interval.ms=0", "unsafe.raw.append.enable=true"]
+    cluster = Cluster(root, 3, extra_args=[arg for o in overrides for arg in ("--override", o)])
     brokers: list[subprocess.Popen] = []
     try:
         assert echo.stdout is not None and echo.stdout.readline().strip() == b"ready"
