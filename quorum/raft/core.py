@@ -51,7 +51,18 @@ log = structlog.get_logger("quorum.raft")
 # Test-only rule breakers: the simulation must catch each of them (proof that its invariants can fail).
 BUG_HW_BEFORE_FSYNC = "count-leader-before-fsync"
 BUG_SKIP_DIVERGENCE_CHECK = "skip-divergence-check"
-KNOWN_BUGS = frozenset({BUG_HW_BEFORE_FSYNC, BUG_SKIP_DIVERGENCE_CHECK})
+BUG_VOTE_BEFORE_PERSIST = "reply-to-vote-before-persisting"
+BUG_VOTE_PERSISTED_AS_NONE = "persist-vote-as-none"
+BUG_COMMIT_BY_COUNTING = "commit-earlier-epoch-by-counting"
+KNOWN_BUGS = frozenset(
+    {
+        BUG_HW_BEFORE_FSYNC,
+        BUG_SKIP_DIVERGENCE_CHECK,
+        BUG_VOTE_BEFORE_PERSIST,
+        BUG_VOTE_PERSISTED_AS_NONE,
+        BUG_COMMIT_BY_COUNTING,
+    }
+)
 
 
 class SafetyViolation(RuntimeError):
@@ -356,7 +367,7 @@ class RaftCore:
         self._become(Unattached(epoch, self._election_deadline(now)), now, reason)
 
     def _to_voted(self, epoch: int, candidate: int, now: int) -> None:
-        self._persist(epoch, NO_LEADER, candidate)
+        self._persist(epoch, NO_LEADER, -1 if BUG_VOTE_PERSISTED_AS_NONE in self.bugs else candidate)
         self._become(Voted(epoch, candidate, self._election_deadline(now)), now, f"granted vote to {candidate}")
 
     def _to_follower(self, epoch: int, leader_id: int, now: int, reason: str) -> None:
@@ -492,11 +503,15 @@ class RaftCore:
         up_to_date = (m.last_offset_epoch, m.last_offset) >= (self.log.last_epoch, self.log.end_offset)
         r = self.role
         granted = r.can_grant_vote(source, up_to_date, m.pre_vote, now)
+        reply = VoteResponse(Errors.NONE, self.epoch, self.leader_id, granted, m.pre_vote, m.correlation_id)
+        if BUG_VOTE_BEFORE_PERSIST in self.bugs:
+            self._send(source, reply)
         if granted and not m.pre_vote and isinstance(r, Unattached | Prospective) and r.voted_id < 0:
             self._to_voted(self.epoch, source, now)  # durable before the answer leaves
         elif granted and not m.pre_vote and isinstance(r, Voted):
             r.election_deadline = self._election_deadline(now)
-        self._send(source, VoteResponse(Errors.NONE, self.epoch, self.leader_id, granted, m.pre_vote, m.correlation_id))
+        if BUG_VOTE_BEFORE_PERSIST not in self.bugs:
+            self._send(source, reply)
 
     def _on_vote_response(self, source: int, m: VoteResponse, now: int) -> None:
         if self._learn(m.epoch, m.leader_id, now, f"vote response from {source}"):
@@ -568,7 +583,8 @@ class RaftCore:
         own = self.log.end_offset if BUG_HW_BEFORE_FSYNC in self.bugs else r.flushed_offset
         ends = sorted([own, *(s.end_offset for s in r.replicas.values())], reverse=True)
         candidate = ends[len(self.voters) // 2]
-        if candidate > r.epoch_start_offset and (r.high_watermark is None or candidate > r.high_watermark):
+        reaches_own_epoch = candidate > r.epoch_start_offset or BUG_COMMIT_BY_COUNTING in self.bugs
+        if reaches_own_epoch and (r.high_watermark is None or candidate > r.high_watermark):
             r.high_watermark = candidate
             if candidate > self.high_watermark:
                 self.high_watermark = candidate

@@ -9,7 +9,15 @@ import dataclasses
 import pytest
 from simkit import guard_progress
 
-from quorum.raft.core import BUG_HW_BEFORE_FSYNC, BUG_SKIP_DIVERGENCE_CHECK, KNOWN_BUGS, RaftCore
+from quorum.raft.core import (
+    BUG_COMMIT_BY_COUNTING,
+    BUG_HW_BEFORE_FSYNC,
+    BUG_SKIP_DIVERGENCE_CHECK,
+    BUG_VOTE_BEFORE_PERSIST,
+    BUG_VOTE_PERSISTED_AS_NONE,
+    KNOWN_BUGS,
+    RaftCore,
+)
 from quorum.sim.harness import InvariantViolation, Simulation
 
 STEPS = 2000
@@ -63,7 +71,13 @@ def test_broken_rule_is_caught(bug: str, voters: int, expected: str) -> None:
 
 
 def test_unknown_bug_is_refused() -> None:
-    assert {BUG_HW_BEFORE_FSYNC, BUG_SKIP_DIVERGENCE_CHECK} == KNOWN_BUGS
+    assert {
+        BUG_HW_BEFORE_FSYNC,
+        BUG_SKIP_DIVERGENCE_CHECK,
+        BUG_VOTE_BEFORE_PERSIST,
+        BUG_VOTE_PERSISTED_AS_NONE,
+        BUG_COMMIT_BY_COUNTING,
+    } == KNOWN_BUGS
     with pytest.raises(ValueError, match="unknown test bugs"):
         Simulation(0, 3, bugs=frozenset({"no-such-bug"}))
 
