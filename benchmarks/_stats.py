@@ -108,20 +108,33 @@ def errors_text(r: dict[str, Any]) -> str:
     return f"{r['failed']} failed ({codes})"
 
 
+def failures(measured: dict[str, dict[str, Any]]) -> tuple[int, str]:
+    """How many requests of ``measured`` (label -> summary) failed, and `` -- 3 request(s) failed: CODE 3`` to put
+    after a FAIL line ('' if none did)."""
+    total = sum(r.get("failed", 0) for r in measured.values())
+    if not total:
+        return 0, ""
+    codes: Counter[str] = Counter()
+    for r in measured.values():
+        codes.update(r.get("errors", {}))
+    return total, f" -- {total} request(s) failed: " + ", ".join(f"{c} {n}" for c, n in sorted(codes.items()))
+
+
+def print_failures(measured: dict[str, dict[str, Any]]) -> None:
+    """One line naming the measurements that had failures, if any did."""
+    failed = {label: r for label, r in measured.items() if r.get("failed")}
+    if failed:
+        print("  failed requests by measurement: " + "; ".join(f"{k}: {errors_text(r)}" for k, r in failed.items()))
+
+
 def acceptance(checks: list[tuple[str, bool]], measured: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Print the PASS/FAIL lines; every target FAILS if any request of ``measured`` (label -> summary) failed,
     saying how many and with which codes. Returns the checks for the JSON report."""
-    failed = {label: r for label, r in measured.items() if r.get("failed")}
-    total = sum(r["failed"] for r in failed.values())
-    codes: Counter[str] = Counter()
-    for r in failed.values():
-        codes.update(r["errors"])
-    why = f" -- {total} request(s) failed: " + ", ".join(f"{c} {n}" for c, n in sorted(codes.items())) if total else ""
+    total, why = failures(measured)
     out = []
     for text, ok in checks:
         passed = ok and not total
         print(f"  {'PASS' if passed else 'FAIL'}  {text}{why}")
         out.append({"name": text, "target_met": ok, "pass": passed})
-    if total:
-        print("  failed requests by measurement: " + "; ".join(f"{k}: {errors_text(r)}" for k, r in failed.items()))
+    print_failures(measured)
     return out
