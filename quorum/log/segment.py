@@ -24,7 +24,7 @@ from typing import NamedTuple
 import crc32c
 
 from quorum.log.batch import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, CorruptBatchError
-from quorum.log.files import atomic_write
+from quorum.log.files import atomic_write, naming
 from quorum.log.reader import all_zero
 
 SUFFIX = ".log"
@@ -91,9 +91,10 @@ class Segment:
     def append(self, data: bytes, last_offset: int) -> None:
         pos = self.size
         end = pos + len(data)
-        if self.preallocate and end > self.allocated:
-            self._extend(end)
-        _pwrite_all(self.fd, data, pos)
+        with naming("write", self.path):
+            if self.preallocate and end > self.allocated:
+                self._extend(end)
+            _pwrite_all(self.fd, data, pos)
         self._note_batch(last_offset, pos, len(data))
         self.size = end
         self.next_offset = last_offset + 1
@@ -114,19 +115,22 @@ class Segment:
             self.allocated += n
 
     def flush(self) -> None:
-        os.fdatasync(self.fd)
+        with naming("fdatasync", self.path):
+            os.fdatasync(self.fd)
 
     def trim(self) -> None:
         """Drop the pre-allocated zeros, leaving exactly Kafka's bytes."""
         if self.allocated != self.size:
-            os.ftruncate(self.fd, self.size)
+            with naming("ftruncate", self.path):
+                os.ftruncate(self.fd, self.size)
             self.allocated = self.size
 
     def truncate_to_position(self, position: int, next_offset: int) -> None:
         """Cut the file at ``position`` (a batch boundary). The bytes are removed, not just forgotten: bytes left
         beyond the logical end could be mistaken for log data by a later recovery."""
-        os.ftruncate(self.fd, position)
-        os.fsync(self.fd)
+        with naming("truncate", self.path):
+            os.ftruncate(self.fd, position)
+            os.fsync(self.fd)
         self.size = self.allocated = position
         self.next_offset = next_offset
         cut = bisect.bisect_left(self._index_positions, position)
@@ -138,7 +142,8 @@ class Segment:
         if self.fd < 0:
             return
         self.trim()
-        os.fsync(self.fd)
+        with naming("fsync", self.path):
+            os.fsync(self.fd)
         self.write_index()
         os.close(self.fd)
         self.fd = -1
