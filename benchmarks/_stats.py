@@ -108,33 +108,35 @@ def errors_text(r: dict[str, Any]) -> str:
     return f"{r['failed']} failed ({codes})"
 
 
-def failures(measured: dict[str, dict[str, Any]]) -> tuple[int, str]:
-    """How many requests of ``measured`` (label -> summary) failed, and `` -- 3 request(s) failed: CODE 3`` to put
-    after a FAIL line ('' if none did)."""
+def failures(measured: dict[str, dict[str, Any]], what: str = "request") -> tuple[int, str]:
+    """How many requests (or ``what``) of ``measured`` (label -> summary) failed, and `` -- 3 request(s) failed:
+    CODE 3`` to put after a FAIL line ('' if none did)."""
     total = sum(r.get("failed", 0) for r in measured.values())
     if not total:
         return 0, ""
     codes: Counter[str] = Counter()
     for r in measured.values():
         codes.update(r.get("errors", {}))
-    return total, f" -- {total} request(s) failed: " + ", ".join(f"{c} {n}" for c, n in sorted(codes.items()))
+    return total, f" -- {total} {what}(s) failed: " + ", ".join(f"{c} {n}" for c, n in sorted(codes.items()))
 
 
-def print_failures(measured: dict[str, dict[str, Any]]) -> None:
+def print_failures(measured: dict[str, dict[str, Any]], what: str = "request") -> None:
     """One line naming the measurements that had failures, if any did."""
     failed = {label: r for label, r in measured.items() if r.get("failed")}
     if failed:
-        print("  failed requests by measurement: " + "; ".join(f"{k}: {errors_text(r)}" for k, r in failed.items()))
+        print(f"  failed {what}s by measurement: " + "; ".join(f"{k}: {errors_text(r)}" for k, r in failed.items()))
 
 
-def acceptance(checks: list[tuple[str, bool]], measured: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Print the PASS/FAIL lines; every target FAILS if any request of ``measured`` (label -> summary) failed,
-    saying how many and with which codes. Returns the checks for the JSON report."""
-    total, why = failures(measured)
+def acceptance(
+    checks: list[tuple[str, bool]], measured: dict[str, dict[str, Any]], what: str = "request"
+) -> list[dict[str, Any]]:
+    """Print the PASS/FAIL lines; every target FAILS if any request (or ``what``) of ``measured`` (label ->
+    summary) failed, saying how many and with which codes. Returns the checks for the JSON report."""
+    total, why = failures(measured, what)
     out = []
     for text, ok in checks:
         passed = ok and not total
         print(f"  {'PASS' if passed else 'FAIL'}  {text}{why}")
         out.append({"name": text, "target_met": ok, "pass": passed})
-    print_failures(measured)
+    print_failures(measured, what)
     return out
