@@ -18,8 +18,9 @@ echo server the same — what the 2-core budget allows, measured rather than gue
 
 Only successful requests count in a latency or a rate (a CreateTopics request only if every topic in it was
 created); failures (error codes, per-topic ones included, gRPC errors, timeouts) are counted by code beside the
-figures, and any failure FAILS every acceptance target. Rates are over the time measured from the first request
-sent to the last answer received.
+figures (a request counts once among the failed, each of its failing topics once under its code), and any
+failure FAILS every acceptance target. Rates are over the time measured from the first request sent to the last
+answer received.
 """
 
 from __future__ import annotations
