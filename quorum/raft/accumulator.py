@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from quorum.errors import KafkaError, NotLeaderError, RecordBatchTooLargeError
+from quorum.errors import Errors, KafkaError, NotLeaderError, RecordBatchTooLargeError
 from quorum.log.batch import HEADER_SIZE, build_batch
 
 RECORD_OVERHEAD = 12  # upper bound of a KRaft record's framing (length, attributes, deltas, null key, headers)
@@ -62,7 +62,7 @@ class BatchAccumulator:
         """Queue ``records``; returns the offset of the last one. Atomic appends never span batches."""
         self._check_epoch(epoch)
         if not records:
-            raise ValueError("append needs at least one record")
+            raise KafkaError("append needs at least one record", Errors.INVALID_REQUEST)
         sizes = [len(r) + RECORD_OVERHEAD for r in records]
         total = sum(sizes)
         limit = self.max_batch_bytes - HEADER_SIZE
@@ -121,7 +121,9 @@ class BatchAccumulator:
         if epoch < self.epoch:
             raise NotLeaderError(f"append in epoch {epoch}, but the leader is in epoch {self.epoch}", epoch=self.epoch)
         if epoch > self.epoch:
-            raise ValueError(f"append in epoch {epoch}, ahead of the leader's epoch {self.epoch}")
+            raise KafkaError(
+                f"append in epoch {epoch}, ahead of the leader's epoch {self.epoch}", Errors.INVALID_REQUEST
+            )
 
     # -- draining ----------------------------------------------------------------------------------------------
 

@@ -4,6 +4,11 @@ Everything runs on one event loop except ``fdatasync``, which runs on a dedicate
 appending and answering fetches while the disk works (measured: that overlap is what makes group commit pay).
 After every input the driver carries out the core's outputs (:meth:`RaftNode._after`): send messages, start a
 flush, settle append waiters, wake commit delivery, re-arm the timer for the core's next deadline.
+
+Fail-stop: an exception out of the core (a storage error in an append, a truncation or the quorum-state file; a
+safety check; a bug), a failed flush, a listener that cannot apply a committed batch, or a transport task that
+dies is a fatal fault (:mod:`quorum.fault`). The node stops acting at once and reports it to its fault handler,
+which in a node process logs one line and exits; it never goes on with a half-done step.
 """
 
 from __future__ import annotations
@@ -13,13 +18,14 @@ import contextlib
 import random
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import structlog
 
-from quorum.errors import NotLeaderError
+from quorum.errors import KafkaError, NotLeaderError
+from quorum.fault import FaultHandler, LoggingFaultHandler, spawn
 from quorum.log.batch import iter_batches
 from quorum.log.log import MetadataLog
 from quorum.log.quorum_state import QuorumStateStore
@@ -54,6 +60,7 @@ class RaftNode:
         log: MetadataLog,
         store: QuorumStateStore,
         config: RaftConfig | None = None,
+        faults: FaultHandler | None = None,
     ) -> None:
         self.node_id = node_id
         self.voters = voters
@@ -61,8 +68,9 @@ class RaftNode:
         self.log = log
         self.store = store
         self.config = config or RaftConfig()
+        self.faults: FaultHandler = faults or LoggingFaultHandler()
         self.transport = PeerTransport(
-            node_id, voters, self._on_message, self._on_unreachable, self.config.request_timeout_ms
+            node_id, voters, self._on_message, self._on_unreachable, self.config.request_timeout_ms, self._fatal
         )
         self.core: RaftCore | None = None
         self._listeners: list[_ListenerState] = []
@@ -70,20 +78,19 @@ class RaftNode:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fsync-{node_id}")
-        self._flush_task: asyncio.Task[None] | None = None
+        self._flush: asyncio.Future[int] | None = None
         self._delivery = asyncio.Event()
         self._delivery_task: asyncio.Task[None] | None = None
         self._leader = LeaderAndEpoch(-1, 0)
         self._settled_hw = -1
         self._epoch_announced = False
-        self.listener_errors = 0
         self._stopped = False
+        self.failed = False  # a fatal fault stopped this node
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Start within the running loop (the gRPC server carrying the transport is the caller's)."""
-        loop = asyncio.get_running_loop()
         now = self._now()
         self.core = RaftCore(
             node_id=self.node_id,
@@ -98,17 +105,23 @@ class RaftNode:
         )
         self._leader = LeaderAndEpoch(self.core.leader_id, self.core.epoch)
         self.transport.start()
-        self._delivery_task = loop.create_task(self._deliver_commits(), name=f"raft-delivery-{self.node_id}")
-        self._after()
+        self._delivery_task = spawn(
+            self._deliver_commits(),
+            name=f"raft-delivery-{self.node_id}",
+            on_error=lambda e: self._fatal("commit delivery failed", e),
+        )
+        with self._fail_stop("starting"):
+            self._after()
 
     async def shutdown(self, *, graceful: bool = True, timeout_s: float | None = None) -> None:
         """Stop. A leader first resigns and waits (up to ``timeout_s``) for a successor, so the cluster never
         waits out an election timeout on our account."""
         core = self._core
-        if graceful and core.is_leader:
+        if graceful and core.is_leader and not self._stopped:
             epoch = core.epoch
-            core.resign(self._now())
-            self._after()
+            with self._fail_stop("resigning for shutdown"):
+                core.resign(self._now())
+                self._after()
             limit = timeout_s if timeout_s is not None else self.config.election_timeout_ms * 2 / 1000
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(limit):
@@ -122,12 +135,15 @@ class RaftNode:
             self._delivery_task.cancel()
             with contextlib.suppress(BaseException):
                 await self._delivery_task
-        if self._flush_task is not None:
+        if self._flush is not None:
             with contextlib.suppress(Exception):
-                await self._flush_task
+                await self._flush
         self._fail_waiters("node is shutting down")
         self._flusher.shutdown(wait=True)
-        self.log.close()
+        try:
+            self.log.close()  # flushes: what was appended must still become durable, or we must say it did not
+        except Exception as e:
+            self._fatal("closing the metadata log failed", e)
 
     # -- RaftClient ------------------------------------------------------------------------------------------
 
@@ -156,13 +172,21 @@ class RaftNode:
 
     def _append(self, epoch: int, records: Sequence[bytes], atomic: bool) -> int:
         core = self._core
-        offset = core.append(epoch, records, self._now(), atomic=atomic)
-        # The hot path: most appends only join the open batch while a write is in flight, and the flush's
-        # completion drains them. Run the full driver step only when the core has something to do now, or when
-        # the batch's linger deadline must arm the timer.
-        linger = core.append_deadline()
-        if core.has_output() or (linger is not None and (self._timer_at is None or linger < self._timer_at)):
-            self._after()
+        if self._stopped:
+            raise NotLeaderError(f"node {self.node_id} has stopped", leader_id=-1, epoch=core.epoch)
+        try:
+            offset = core.append(epoch, records, self._now(), atomic=atomic)
+            # The hot path: most appends only join the open batch while a write is in flight, and the flush's
+            # completion drains them. Run the full driver step only when the core has something to do now, or
+            # when the batch's linger deadline must arm the timer.
+            linger = core.append_deadline()
+            if core.has_output() or (linger is not None and (self._timer_at is None or linger < self._timer_at)):
+                self._after()
+        except KafkaError:
+            raise  # the caller's mistake (not the leader, too large, ...): refused before anything was written
+        except Exception as e:
+            self._fatal("append", e)
+            raise NotLeaderError(f"node {self.node_id} stopped after a fatal fault", epoch=core.epoch) from None
         return offset
 
     def register(self, listener: RaftListener) -> None:
@@ -170,9 +194,10 @@ class RaftNode:
         self._delivery.set()
 
     def resign(self, epoch: int) -> None:
-        if self._core.epoch == epoch:
-            self._core.resign(self._now())
-            self._after()
+        if self._core.epoch == epoch and not self._stopped:
+            with self._fail_stop("resigning"):
+                self._core.resign(self._now())
+                self._after()
 
     def wait_committed(self, offset: int, epoch: int) -> asyncio.Future[int]:
         """A future resolved with ``offset`` once it is committed by this leader in ``epoch``, or failed with
@@ -202,28 +227,68 @@ class RaftNode:
     def _on_message(self, env: Envelope) -> None:
         if self._stopped or self.core is None:
             return
-        self.core.handle(env, self._now())
-        self._after()
+        with self._fail_stop(f"handling {type(env.message).__name__} from node {env.source}"):
+            self.core.handle(env, self._now())
+            self._after()
 
     def _on_unreachable(self, peer: int) -> None:
         if self._stopped or self.core is None:
             return
-        self.core.peer_unreachable(peer, self._now())
-        self._after()
+        with self._fail_stop(f"noting node {peer} unreachable"):
+            self.core.peer_unreachable(peer, self._now())
+            self._after()
 
     def _tick(self) -> None:
         self._timer = self._timer_at = None
         if self._stopped:
             return
-        self._core.tick(self._now())
-        self._after()
+        with self._fail_stop("a timer tick"):
+            self._core.tick(self._now())
+            self._after()
+
+    def _flushed(self, flush: asyncio.Future[int]) -> None:
+        if flush.cancelled():
+            return
+        if (error := flush.exception()) is not None:
+            self._fatal("flushing the metadata log", error)
+        elif not self._stopped:
+            with self._fail_stop("completing a flush"):
+                self._core.flushed(flush.result(), self._now())
+                self._after()
+
+    @contextlib.contextmanager
+    def _fail_stop(self, doing: str) -> Iterator[None]:
+        """Run a step of the core: an exception out of it leaves the node's state unknown, which is fatal."""
+        try:
+            yield
+        except Exception as e:
+            self._fatal(doing, e)
+
+    def _fatal(self, doing: str, error: BaseException | None, **context: object) -> None:
+        """Stop acting at once (no timer, no input, no delivery; waiting appends fail), then report the fault."""
+        if self.failed:
+            return
+        self.failed = self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+        kind = "storage fault" if isinstance(error, OSError) else "fatal error"
+        core = self.core
+        where: dict[str, object] = {"node_id": self.node_id}
+        if core is not None:
+            where |= {"epoch": core.epoch, "role": core.role.name, "high_watermark": core.high_watermark}
+        where |= {"log_end_offset": self.log.end_offset, "flushed_offset": self.log.flushed_offset, **context}
+        self._fail_waiters(f"node {self.node_id} stopped after a fatal fault")
+        self._delivery.set()  # the delivery loop sees the stop and ends
+        self.faults.handle_fault(f"{kind} while {doing}", error, **where)
 
     def _after(self) -> None:
         core = self._core
         for env in core.take_messages():
             self.transport.send(env)
         if core.poll_flush():
-            self._flush_task = asyncio.get_running_loop().create_task(self._flush())
+            # fdatasync on its own thread: the loop keeps appending and answering meanwhile.
+            self._flush = asyncio.get_running_loop().run_in_executor(self._flusher, self.log.flush)
+            self._flush.add_done_callback(self._flushed)
         if core.leader_id != self._leader.leader_id or core.epoch != self._leader.epoch:
             self._leader = LeaderAndEpoch(core.leader_id, core.epoch)
             self._settled_hw = -1
@@ -252,14 +317,6 @@ class RaftNode:
             self._timer_at = deadline
             self._timer = loop.call_at(max(deadline, self._now()) / 1000, self._tick)
 
-    async def _flush(self) -> None:
-        loop = asyncio.get_running_loop()
-        offset = await loop.run_in_executor(self._flusher, self.log.flush)
-        if self._stopped:
-            return
-        self._core.flushed(offset, self._now())
-        self._after()
-
     def _settle_waiters(self, core: RaftCore) -> None:
         hw = core.high_watermark
         leading = core.is_leader
@@ -286,15 +343,17 @@ class RaftNode:
         """Hand committed batches to each listener in order, once; then tell it about leader changes. The local
         node's own leadership is announced only once the listener has every batch before the epoch started, so
         an activated controller holds all committed state (Kafka's maybeFireLeaderChange)."""
-        while True:
+        while not self.failed:
             await self._delivery.wait()
             self._delivery.clear()
             for state in self._listeners:
                 await self._catch_up(state)
+                if self.failed:
+                    return
                 self._maybe_tell_leader(state)
 
     async def _catch_up(self, state: _ListenerState) -> None:
-        while state.next_offset < self._core.high_watermark:
+        while state.next_offset < self._core.high_watermark and not self.failed:
             hw = self._core.high_watermark
             data, _ = self.log.read(state.next_offset, DELIVERY_CHUNK_BYTES)
             if not data:
@@ -302,13 +361,14 @@ class RaftNode:
             for batch in iter_batches(data, path=str(self.log.dir)):
                 if batch.last_offset >= hw:
                     return  # not committed yet
-                committed = CommittedBatch(batch)
                 try:
-                    state.listener.handle_commit(committed)
-                except Exception:
-                    # A listener bug must not stop delivery to it (or to the others) for good: report, go on.
-                    self.listener_errors += 1
-                    log.exception("listener_failed", node_id=self.node_id, offset=batch.base_offset)
+                    state.listener.handle_commit(CommittedBatch(batch))
+                except Exception as e:
+                    # Kafka: a committed batch a controller cannot apply is fatal. Skipping it would leave this
+                    # node's state behind every other node's, serving and voting as if nothing happened.
+                    what = f"applying the committed batch at offsets {batch.base_offset}-{batch.last_offset}"
+                    self._fatal(what, e, batch_base_offset=batch.base_offset, batch_last_offset=batch.last_offset)
+                    return
                 state.next_offset = batch.last_offset + 1
             await asyncio.sleep(0)  # let the loop breathe between chunks of a long catch-up
 

@@ -9,6 +9,9 @@ A stream that is reset reports the peer unreachable (the core may then start a p
 channel for the node's life; a new stream waits for it to be ready (gRPC reconnects with a short backoff), so a
 restarted peer is reached within ~0.1 s — and hears at once the EndQuorumEpoch or BeginQuorumEpoch queued for it.
 Requests that waited longer than the request timeout are dropped unsent: the core has retried them by then.
+
+gRPC errors end a stream and a new one is opened; any other exception in a stream's tasks is a bug of this node
+and goes to ``on_fault`` (the node's fatal path) — never a stream that silently stops for good.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import AsyncIterator, Callable
 import grpc
 import structlog
 
+from quorum.fault import spawn
 from quorum.raft.config import VoterAddress
 from quorum.raft.messages import REQUEST_TYPES, Envelope
 from quorum.transport.convert import from_proto, to_proto
@@ -53,6 +57,7 @@ SERVER_OPTIONS = [
 log = structlog.get_logger("quorum.transport")
 
 Deliver = Callable[[Envelope], None]
+OnFault = Callable[[str, BaseException], None]
 
 
 class PeerTransport(pb_grpc.QuorumPeerServicer):
@@ -63,11 +68,13 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
         deliver: Deliver,
         unreachable: Callable[[int], None],
         request_timeout_ms: int = 2000,
+        on_fault: OnFault | None = None,
     ) -> None:
         self.node_id = node_id
         self.request_timeout_s = request_timeout_ms / 1000
         self._deliver = deliver
         self._unreachable = unreachable
+        self.on_fault: OnFault = on_fault or _log_fault
         self._clients = {pid: _PeerClient(self, addr) for pid, addr in peers.items() if pid != node_id}
         self._inbound: dict[int, asyncio.Queue[pb.PeerMessage | None]] = {}
         self.dropped = 0
@@ -130,7 +137,8 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
                 with contextlib.suppress(asyncio.QueueFull):
                     queue.put_nowait(None)
 
-        reader = asyncio.create_task(read())
+        name = f"peer-inbound-{self.node_id}"
+        reader = spawn(read(), name=name, on_error=lambda e: self.on_fault("reading an inbound peer stream", e))
         try:
             while (item := await queue.get()) is not None:
                 yield item
@@ -150,12 +158,17 @@ class _PeerClient:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=f"peer-{self.address.node_id}")
+        peer = self.address.node_id
+        self._task = spawn(
+            self._run(),
+            name=f"peer-{peer}",
+            on_error=lambda e: self.transport.on_fault(f"running the stream to node {peer}", e),
+        )
 
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # a failure went to on_fault already
                 await self._task
 
     async def _run(self) -> None:
@@ -172,7 +185,11 @@ class _PeerClient:
                     # wait_for_ready: the call waits (gRPC reconnecting on its short backoff) instead of failing
                     # fast while the peer is down.
                     call = pb_grpc.QuorumPeerStub(channel).Exchange(wait_for_ready=True)
-                    writer = asyncio.create_task(self._write(call))
+                    writer = spawn(
+                        self._write(call),
+                        name=f"peer-writer-{peer}",
+                        on_error=lambda e: self.transport.on_fault(f"writing to node {peer}", e),
+                    )
                     async for msg in call:
                         answered = True
                         try:
@@ -202,3 +219,7 @@ class _PeerClient:
                 expiry, message = await self.queue.get()
                 if time.monotonic() < expiry:  # else the core has already given up on it and retried
                     await call.write(message)
+
+
+def _log_fault(doing: str, error: BaseException) -> None:
+    log.critical("peer_transport_failed", doing=doing, error=f"{type(error).__name__}: {error}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from quorum.errors import NotLeaderError, RecordBatchTooLargeError
+from quorum.errors import Errors, KafkaError, NotLeaderError, RecordBatchTooLargeError
 from quorum.log.batch import HEADER_SIZE, read_batch
 from quorum.log.control import LeaderChangeMessage, Voter, decode_control, encode_control
 from quorum.raft.accumulator import RECORD_OVERHEAD, BatchAccumulator, BufferFullError, PendingBatch
@@ -52,8 +52,9 @@ def test_offsets_are_final_and_contiguous() -> None:
 
 def test_empty_append_is_refused() -> None:
     acc = make()
-    with pytest.raises(ValueError):
+    with pytest.raises(KafkaError) as e:
         acc.append(EPOCH, [], 0, 0, atomic=False)
+    assert e.value.code == Errors.INVALID_REQUEST
     assert acc.empty and acc.next_offset == 10
 
 
@@ -118,8 +119,9 @@ def test_stale_epoch_is_not_leader_and_future_epoch_is_a_bug() -> None:
     with pytest.raises(NotLeaderError) as e:
         acc.append(EPOCH - 1, [b"x"], 0, 0, atomic=False)
     assert e.value.epoch == EPOCH
-    with pytest.raises(ValueError):
+    with pytest.raises(KafkaError) as e:
         acc.append(EPOCH + 1, [b"x"], 0, 0, atomic=False)
+    assert e.value.code == Errors.INVALID_REQUEST and "ahead of the leader's epoch" in str(e.value)
     assert acc.empty and acc.next_offset == 10
 
 
