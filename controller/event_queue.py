@@ -15,13 +15,14 @@ import heapq
 import itertools
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
 from quorum.errors import Errors, KafkaError
+from quorum.fault import spawn
 
 log = structlog.get_logger("controller.event_queue")
 
@@ -31,7 +32,7 @@ BURST_S = 0.001  # how long ready events may run back to back before I/O gets a 
 @dataclass
 class Event:
     name: str
-    run: Callable[[], Any]  # returns a result, or an awaitable of one (a write waiting for its commit)
+    run: Callable[[], Any]  # returns a result, or a future of one (a write waiting for its commit)
     deadline: float | None = None  # time.monotonic()
     future: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     enqueued: float = field(default_factory=time.monotonic)
@@ -46,8 +47,10 @@ class QueueStats:
 
 
 class EventQueue:
-    def __init__(self, name: str = "controller") -> None:
+    def __init__(self, name: str = "controller", on_error: Callable[[BaseException], None] | None = None) -> None:
+        """``on_error`` hears of the consumer dying (a bug): nothing would run any more, so it must not be silent."""
         self.name = name
+        self.on_error = on_error or (lambda e: log.critical("event_queue_failed", queue=name, error=repr(e)))
         self._events: deque[Event] = deque()
         self._deferred: list[tuple[float, int, str, Event]] = []
         self._deferred_tags: dict[str, Event] = {}
@@ -58,7 +61,7 @@ class EventQueue:
         self.stats = QueueStats()
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._consume(), name=f"{self.name}-events")
+        self._task = spawn(self._consume(), name=f"{self.name}-events", on_error=self.on_error)
 
     @property
     def size(self) -> int:
@@ -108,7 +111,7 @@ class EventQueue:
             self.cancel(tag)
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # a failure went to on_error already
                 await self._task
 
     async def _consume(self) -> None:
@@ -159,17 +162,13 @@ class EventQueue:
         except Exception as e:  # the event's own error travels to its caller
             ev.future.set_exception(e)
         else:
-            if isinstance(result, Awaitable):
-                _chain(result, ev.future)
+            if isinstance(result, asyncio.Future):
+                result.add_done_callback(lambda f, target=ev.future: relay(f, target))
             else:
                 ev.future.set_result(result)
         finally:
             self.stats.processed += 1
             self.stats.process_time_total_s += time.monotonic() - started
-
-
-def _chain(source: Awaitable[Any], target: asyncio.Future[Any]) -> None:
-    asyncio.ensure_future(source).add_done_callback(lambda f: relay(f, target))
 
 
 def relay(source: asyncio.Future[Any], target: asyncio.Future[Any]) -> None:

@@ -9,6 +9,11 @@ reads its own writes and never a write that may still be undone.
 
 A standby replays committed records through the same ``replay``, so a newly elected controller already holds the
 state; Raft announces its leadership only after every earlier batch has been delivered.
+
+A record that cannot be applied is fatal, as in Kafka: on the active controller it is replayed *before* it is
+appended (nothing of the batch reaches the log) and the fault handler stops the process; on a standby,
+``handle_commit`` raises :class:`ReplayError` and Raft's delivery stops the process. Skipping the record instead
+would leave this node's state silently different from every other node's.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from controller.replication_control import (
 from controller.results import NO_ERROR, ApiError, ControllerResult
 from controller.timeline import Timeline, TimelineDict
 from quorum.errors import Errors, KafkaError, NotLeaderError
+from quorum.fault import FaultHandler, LoggingFaultHandler
 from quorum.log.message import ApiMessage
 from quorum.raft.client import CommittedBatch, LeaderAndEpoch, RaftClient
 
@@ -63,6 +69,10 @@ log = structlog.get_logger("controller")
 T = TypeVar("T")
 
 METADATA_VERSION = 22  # 4.0-IV0
+
+
+class ReplayError(RuntimeError):
+    """A committed record this controller cannot decode or apply: its state no longer follows the log."""
 
 
 class NotControllerError(KafkaError):
@@ -97,22 +107,31 @@ class ControllerMetrics:
     requests: dict[str, int]
     request_seconds: dict[str, float]
     records_appended: int = 0
-    undecodable_records: int = 0
     commit_seconds_total: float = 0.0
     commits: int = 0
 
 
 class QuorumController:
-    def __init__(self, node_id: int, raft: RaftClient, settings: ControllerSettings | None = None) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        raft: RaftClient,
+        settings: ControllerSettings | None = None,
+        faults: FaultHandler | None = None,
+    ) -> None:
         self.node_id = node_id
         self.raft = raft
         self.settings = settings or ControllerSettings()
+        self.faults: FaultHandler = faults or LoggingFaultHandler()
+        self.failed = False  # a record failed to apply: this controller's memory cannot be trusted any more
         self.timeline = Timeline()
         self.cluster = ClusterControl(self.timeline, self.settings.session_timeout_ms)
         placer = PLACERS[self.settings.replica_placer](random.Random())
         replication = ReplicationSettings(self.settings.num_partitions, self.settings.default_replication_factor)
         self.replication = ReplicationControl(self.timeline, self.cluster, placer, replication)
-        self.queue = EventQueue(f"controller-{node_id}")
+        self.queue = EventQueue(
+            f"controller-{node_id}", lambda e: self.faults.handle_fault("the controller's event queue failed", e)
+        )
         self.purgatory = Purgatory()
         self.metrics = ControllerMetrics({}, {})
         self.active_epoch: int | None = None  # the Raft epoch in which this controller is active
@@ -141,9 +160,12 @@ class QuorumController:
     # -- RaftListener ----------------------------------------------------------------------------------------
 
     def handle_commit(self, batch: CommittedBatch) -> None:
+        """Apply a committed batch (the records this controller wrote itself were applied when written).
+        Raises :class:`ReplayError` for a record it cannot decode or apply: Raft's delivery treats it as fatal."""
+        if self.failed:
+            return
         if not batch.is_control and not self._wrote(batch.base_offset, batch.last_offset):
             written = self._written
-            skipped: list[tuple[int, str]] = []
             for i, value in enumerate(batch.records):
                 offset = batch.base_offset + i
                 while written and written[0][1] < offset:
@@ -153,18 +175,15 @@ class QuorumController:
                 try:
                     message, _ = deserialize(value)
                 except DecodeError as e:
-                    skipped.append((offset, str(e)))
-                    continue
-                self._replay(message, offset)
-            if skipped:
-                # Every node skips the same records, so their states still agree; say so loudly, but once a batch
-                # (a client appending garbage through AppendRecords must not flood the log line by line).
-                self.metrics.undecodable_records += len(skipped)
-                (first, error), (last, _) = skipped[0], skipped[-1]
-                log.error(
-                    "records_skipped", node_id=self.node_id, count=len(skipped), first_offset=first,
-                    last_offset=last, error=error,
-                )  # fmt: skip
+                    raise ReplayError(f"cannot decode the record at offset {offset}: {e}") from e
+                try:
+                    self._replay(message, offset)
+                except Exception as e:
+                    role = "active" if self.active else "standby"
+                    raise ReplayError(
+                        f"cannot apply the {type(message).__name__} at offset {offset} on the {role} controller "
+                        f"(batch {batch.base_offset}-{batch.last_offset}): {type(e).__name__}: {e}"
+                    ) from e
         self.committed_offset = batch.last_offset
         self.timeline.commit_through(batch.last_offset)
         self.purgatory.complete_up_to(batch.last_offset)
@@ -197,6 +216,8 @@ class QuorumController:
             self._renounce(f"node {leader.leader_id} leads epoch {leader.epoch}")
 
     def _claim(self, epoch: int) -> None:
+        if self.failed:
+            return
         self.active_epoch = epoch
         self._written.clear()
         self.cluster.start_sessions(_now_ms())
@@ -292,30 +313,49 @@ class QuorumController:
         if not result.records:
             return self._read(lambda: result.response)
         values = [serialize(r) for r in result.records]
+        # Kafka's order: apply the records at the offsets they will get, then append. A record that cannot be
+        # applied is then fatal before any of its batch reaches the log, where it would stop every standby too.
+        first = self.raft.next_offset()
+        try:
+            for offset, record in enumerate(result.records, first):
+                self.timeline.offset = offset
+                self._replay(record, offset)
+        except Exception as e:
+            self._fatal(
+                f"applying the {type(record).__name__} at offset {offset} on the active controller, from the "
+                f"batch at offset {first}",
+                e,
+                epoch,
+            )
+        finally:
+            self.timeline.offset = None
         try:
             last = self.raft.append_atomic(epoch, values)
         except NotLeaderError as e:
-            self._renounce(f"Raft refused the append: {e}")
+            self._renounce(f"Raft refused the append: {e}")  # drops the records just applied, with all uncommitted
             raise NotControllerError(str(e), e.leader_id) from None
-        first = last - len(values) + 1
-        try:
-            for i, record in enumerate(result.records):
-                self.timeline.offset = first + i
-                self._replay(record, first + i)
-        except Exception as e:
-            # Records Raft has accepted must replay; if not, this controller's memory is wrong: step down.
-            log.error("replay_failed", node_id=self.node_id, offset=first, error=str(e))
-            self.raft.resign(epoch)
-            self._renounce(f"replay of offset {first} failed: {e}")
-            raise KafkaError(f"replay failed: {e}", Errors.UNKNOWN_SERVER_ERROR) from None
-        finally:
-            self.timeline.offset = None
+        except KafkaError:
+            self.timeline.revert(first)  # refused as a whole (too large, buffer full): as if never applied
+            raise
+        if last != first + len(values) - 1:
+            self._fatal(f"the batch applied at offsets {first}.. was appended ending at {last}", None, epoch)
         self._written.append((first, last))
         self._wrote_since_noop = True
         self.metrics.records_appended += len(values)
         self._append_times[last] = time.monotonic()
         response = result.response
         return self.purgatory.add(last, lambda: response)
+
+    def _fatal(self, message: str, error: BaseException | None, epoch: int) -> Any:
+        """Report a fault after which this controller's memory cannot be trusted. A process handler exits; an
+        in-process one returns, and then this controller stops serving for good."""
+        self.failed = True
+        self.faults.handle_fault(
+            message, error, node_id=self.node_id, epoch=epoch, committed_offset=self.committed_offset
+        )
+        self.raft.resign(epoch)
+        self._renounce(f"fatal fault: {message}")
+        raise KafkaError(f"the controller stopped after a fatal fault: {message}", Errors.UNKNOWN_SERVER_ERROR)
 
     def _read(self, respond: Callable[[], T]) -> Any:
         self._check_active()

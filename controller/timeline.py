@@ -41,12 +41,17 @@ class Timeline:
             change_offset, m, key = changes.popleft()
             m._commit(key, change_offset)
 
-    def revert(self) -> None:
-        """Forget every uncommitted change: the maps show their committed state again."""
-        while self._changes:
-            _, m, key = self._changes.pop()
-            if m._pending.pop(key, None) is not None:
-                m.version += 1
+    def revert(self, from_offset: int = -1) -> None:
+        """Forget every uncommitted change stamped ``from_offset`` or later (by default all of them): the maps
+        show the state as it was before."""
+        changes = self._changes
+        while changes and changes[-1][0] >= from_offset:
+            _, m, key = changes.pop()
+            history = m._pending[key]  # each (offset, key) is noted once, in order: it is the history's last entry
+            history.pop()
+            if not history:
+                del m._pending[key]
+            m.version += 1
 
 
 class TimelineDict(MutableMapping[K, V], Generic[K, V]):

@@ -17,11 +17,10 @@ from ctl_helpers import (
     settle,
     start_controller,
 )
-from structlog.testing import capture_logs
 
 from controller.cluster_control import HeartbeatRequest, RegisterBrokerRequest
 from controller.event_queue import Event
-from controller.quorum_controller import NotControllerError, QuorumController
+from controller.quorum_controller import NotControllerError, QuorumController, ReplayError
 from controller.records import (
     BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
@@ -220,15 +219,51 @@ async def test_raft_refusing_an_append_makes_the_controller_step_down(log: Share
     assert "t" not in ctl.replication.topics_by_name
 
 
-async def test_a_record_that_fails_to_replay_makes_the_controller_resign(log: SharedLog) -> None:
+async def test_a_record_that_fails_to_apply_on_the_active_controller_is_fatal_before_it_is_appended(
+    log: SharedLog,
+) -> None:
+    """Kafka's order: the active controller applies a batch's records before appending it, and a record that
+    cannot be applied is a fatal fault — none of its batch reaches the log (where every standby would fail on it
+    too). With an in-process fault handler, the controller stops serving for good."""
     ctl, _, _ = await active_cluster(log, THREE)
-    bad = PartitionRecord(partition_id=0, topic_id=Uuid.random(), replicas=[1], isr=[1], leader=1)
-    ctl.replication.create_topics = lambda topics, validate_only: ControllerResult([bad], [])  # type: ignore[method-assign]
+    entries = len(log.entries)
+    good = TopicRecord(name="t", topic_id=Uuid.random())
+    bad = PartitionRecord(partition_id=0, topic_id=Uuid.random(), replicas=[1], isr=[1], leader=1)  # no such topic
+    ctl.replication.create_topics = lambda topics, validate_only: ControllerResult([good, bad], [])  # type: ignore[method-assign]
     with pytest.raises(KafkaError) as e:
         await ctl.create_topics([NewTopic("t", 1, 1)])
-    assert e.value.code == Errors.UNKNOWN_SERVER_ERROR
+    assert e.value.code == Errors.UNKNOWN_SERVER_ERROR and "fatal fault" in str(e.value)
+    [fault] = ctl.faults.faults  # type: ignore[attr-defined]
+    assert fault.message == f"applying the PartitionRecord at offset {entries + 1} on the active controller, from " \
+        f"the batch at offset {entries}"  # fmt: skip
+    assert fault.context["epoch"] == 1 and fault.cause is not None
+    assert len(log.entries) == entries, "nothing of the failed batch may reach the log"
+    assert "t" not in ctl.replication.topics_by_name, "the record applied before the failure is undone too"
     assert log.resigned == [(1, 1)]
+    assert ctl.failed and not ctl.active
+    log.elect(1, 2)  # even given the leadership again, a failed controller does not serve
+    await settle()
     assert not ctl.active
+    with pytest.raises(NotControllerError):
+        await ctl.create_topics([NewTopic("u", 1, 1)])
+
+
+async def test_an_append_refused_as_a_whole_undoes_the_records_applied_for_it(log: SharedLog) -> None:
+    """Applied first, appended second: when Raft refuses the batch itself (too large, buffer full), what was
+    applied for it is undone, and the controller goes on serving."""
+    ctl, raft, _ = await active_cluster(log, THREE, topics=[NewTopic("kept", 1, 1)])
+    entries = len(log.entries)
+    raft.refuse = KafkaError("an atomic append does not fit one batch", Errors.RECORD_LIST_TOO_LARGE)
+    with pytest.raises(KafkaError) as e:
+        await ctl.create_topics([NewTopic("big", 3, 3)])
+    assert e.value.code == Errors.RECORD_LIST_TOO_LARGE
+    assert len(log.entries) == entries
+    assert "big" not in ctl.replication.topics_by_name and not ctl.timeline.pending
+    assert ctl.active and not ctl.failed
+    raft.refuse = None
+    [r] = await ctl.create_topics([NewTopic("big", 3, 3)])
+    assert r.error.code == Errors.NONE
+    assert sorted(d.name for d in await ctl.describe_topics(None)) == ["big", "kept"]
 
 
 async def test_close_fails_pending_requests(log: SharedLog) -> None:
@@ -292,7 +327,6 @@ async def test_standby_replays_committed_records_into_the_same_state(log: Shared
         assert dict(theirs.committed()) == dict(mine.committed()), attr
         assert dict(mine) == dict(mine.committed()), attr  # nothing uncommitted on the leader either
     assert dict(standby.cluster.brokers.committed()) == dict(leader.cluster.brokers.committed())
-    assert standby.metrics.undecodable_records == 0
     # and a changed partition really is in both: broker 2 was fenced, so it left m-0's ISR
     m_id = leader.replication.topics_by_name["m"]
     assert standby.replication.partitions.committed()[(m_id, 0)].isr == (1,)
@@ -360,21 +394,30 @@ async def test_own_partition_changes_are_not_applied_twice(log: SharedLog) -> No
     assert (p.leader, p.isr, p.leader_epoch, p.partition_epoch) == (2, (2, 3), 1, 1)
 
 
-async def test_undecodable_record_is_skipped_on_every_node(log: SharedLog) -> None:
+@pytest.mark.parametrize(
+    ("records", "expected"),
+    [
+        ([b"\x07\x00garbage"], "cannot decode the record at offset {first}: .*frame version"),
+        ([b"\x01\x7f\x00"], "cannot decode the record at offset {first}: "),
+        # Decodes, but names a topic that does not exist: a standby cannot apply it.
+        (
+            [NoOpRecord(), PartitionRecord(partition_id=0, topic_id=Uuid.random(), replicas=[1], isr=[1], leader=1)],
+            r"cannot apply the PartitionRecord at offset {second} on the standby controller \(batch {first}-{second}\)",
+        ),
+    ],
+)
+async def test_a_committed_record_that_cannot_be_applied_raises_replay_error(
+    log: SharedLog, records: list, expected: str
+) -> None:
+    """Kafka treats a committed record a controller cannot apply as fatal: ``handle_commit`` raises (Raft's
+    delivery then stops the node) instead of skipping it and serving a state that differs from the log's."""
     standby, _ = await start_controller(log, 2)
-    leader, _, _ = await active_cluster(log, THREE)
-    with capture_logs() as logs:
-        log.foreign([b"\x07\x00garbage", b"\x01\x7f\x00"])  # an unknown frame version, an unknown apiKey
-        await leader.create_topics([NewTopic("after", 1, 1)])
-        await settle()
-    for node in (leader, standby):
-        assert node.metrics.undecodable_records == 2
-        assert "after" in node.replication.topics_by_name.committed()
-        assert node.committed_offset == len(log.entries) - 1
-    # One error line per batch and node, naming the offsets and the first reason — not one line per record.
-    skipped = [e for e in logs if e["event"] == "records_skipped"]
-    assert len(skipped) == 2 and all(e["count"] == 2 for e in skipped), skipped
-    assert {e["node_id"] for e in skipped} == {1, 2} and "frame version" in skipped[0]["error"], skipped
+    await active_cluster(log, THREE)
+    committed = standby.committed_offset
+    first = log.foreign(records) - len(records) + 1
+    with pytest.raises(ReplayError, match=expected.format(first=first, second=first + 1)):
+        log.commit_all()
+    assert standby.committed_offset == committed  # the batch is not counted as applied
 
 
 async def test_standby_answers_not_controller_with_the_leader_id(log: SharedLog) -> None:

@@ -161,6 +161,28 @@ def test_version_changes_on_every_latest_state_change_and_on_revert() -> None:
     assert d.version != v2  # caches derived from the reverted state must be rebuilt
 
 
+def test_revert_from_an_offset_keeps_what_came_before_it() -> None:
+    """What the active controller applied for a batch Raft then refused is undone, and only that."""
+    tl = Timeline()
+    d: TimelineDict[str, int] = TimelineDict(tl)
+    at(tl, 1, lambda: d.__setitem__("a", 1))
+    tl.commit_through(1)
+    at(tl, 2, lambda: d.__setitem__("a", 2))
+    at(tl, 3, lambda: d.__setitem__("b", 3))
+    at(tl, 4, lambda: d.__setitem__("a", 4))
+    at(tl, 5, lambda: d.__delitem__("b"))
+    v = d.version
+    tl.revert(4)
+    assert view(d) == {"a": 2, "b": 3} and d.version != v
+    tl.commit_through(3)
+    assert d.committed() == {"a": 2, "b": 3} and not tl.pending
+    at(tl, 6, lambda: d.__setitem__("c", 6))
+    tl.revert(7)  # nothing at 7 or later: nothing changes
+    assert view(d) == {"a": 2, "b": 3, "c": 6}
+    tl.revert()
+    assert view(d) == {"a": 2, "b": 3} and not tl.pending
+
+
 # -- EventQueue --------------------------------------------------------------------------------------------------
 
 
@@ -359,3 +381,19 @@ async def test_purgatory_response_error_goes_to_that_waiter_only() -> None:
     with pytest.raises(KafkaError):
         await bad
     assert await good == "ok"
+
+
+async def test_a_consumer_that_dies_is_reported_not_silent(monkeypatch: pytest.MonkeyPatch) -> None:
+    errors: list[BaseException] = []
+    q = EventQueue("dying", on_error=errors.append)
+
+    def broken() -> Event | None:
+        raise RuntimeError("consumer bug")
+
+    monkeypatch.setattr(q, "_next_ready", broken)
+    q.start()
+    async with asyncio.timeout(5):
+        while not errors:
+            await asyncio.sleep(0.01)
+    assert [str(e) for e in errors] == ["consumer bug"]
+    await q.close(KafkaError("test over", Errors.NOT_CONTROLLER))
