@@ -11,6 +11,7 @@ from prometheus_client.registry import Collector
 from controller.quorum_controller import QuorumController
 from pykraft import gc_pauses
 from pykraft.gc_pauses import GcPauses
+from quorum.fault import LoggingFaultHandler
 from quorum.raft.runtime import RaftNode
 
 ROLES = ("Unattached", "Voted", "Prospective", "Candidate", "Leader", "Follower", "Resigned")
@@ -132,9 +133,28 @@ class GcCollector(Collector):
         yield GaugeMetricFamily("pykraft_gc_pause_max_seconds", "Longest collection pause", value=p.longest)
 
 
-def serve_metrics(node: RaftNode, controller: QuorumController | None, host: str, port: int) -> CollectorRegistry:
+class FaultCollector(Collector):
+    """``pykraft_fatal_fault`` is 1 from the moment a fatal fault is being handled (the process exits right after:
+    a scrape racing the exit, or an in-process handler, sees it), labelled with its cause."""
+
+    def __init__(self, faults: LoggingFaultHandler) -> None:
+        self.faults = faults
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        g = GaugeMetricFamily("pykraft_fatal_fault", "1 once a fatal fault stopped this node", labels=["cause"])
+        for fault in self.faults.faults[:1]:
+            g.add_metric([fault.message], 1.0)
+        if not self.faults.faults:
+            g.add_metric([""], 0.0)
+        yield g
+
+
+def serve_metrics(
+    node: RaftNode, controller: QuorumController | None, host: str, port: int, faults: LoggingFaultHandler
+) -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(RaftCollector(node))
+    registry.register(FaultCollector(faults))
     if controller is not None:
         registry.register(ControllerCollector(controller))
     registry.register(GcCollector(gc_pauses.install()))

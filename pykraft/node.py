@@ -2,6 +2,9 @@
 
 Settings come from flags and/or a Kafka-style properties file (``node.id``, ``controller.quorum.voters``,
 ``metadata.log.dir`` or ``log.dirs``, ``controller.quorum.*``, ``metadata.log.segment.bytes``); flags win.
+
+A fatal fault (a storage error, an exception out of the Raft core, a record the controller cannot apply) ends the
+process with exit code 70 after one ``fatal_fault`` log line naming the cause (:mod:`quorum.fault`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import faulthandler
 import hashlib
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,12 +28,13 @@ from controller.quorum_controller import ControllerSettings, QuorumController
 from controller.records import deserialize
 from pykraft import gc_pauses
 from pykraft.service import ControllerService
+from quorum.fault import ProcessTerminatingFaultHandler, spawn
 from quorum.log.log import PREALLOCATE_CHUNK, LogConfig, LogCorruptionError, MetadataLog
 from quorum.log.meta_properties import DirectoryLock, StorageIdentityError, ensure_meta_properties, read_properties
 from quorum.log.quorum_state import QuorumStateStore
 from quorum.raft.config import RaftConfig, VoterAddress, parse_voters
 from quorum.raft.runtime import RaftNode
-from quorum.transport.admin import QuorumAdminService
+from quorum.transport.admin import RAW_APPEND_SETTING, QuorumAdminService
 from quorum.transport.peer import SERVER_OPTIONS
 
 log = structlog.get_logger("pykraft.node")
@@ -51,6 +55,7 @@ class NodeSettings:
     controller: ControllerSettings = field(default_factory=ControllerSettings)
     listen_host: str | None = None
     metrics_port: int | None = None
+    raw_appends: bool = False  # unsafe.raw.append.enable: the quorum admin's AppendRecords (tests, benchmarks)
 
     @property
     def address(self) -> VoterAddress:
@@ -70,6 +75,13 @@ CONTROLLER_CONFIGS = {  # Kafka config name -> (ControllerSettings field, type)
     "metadata.max.idle.interval.ms": ("max_idle_interval_ms", int),
     "replica.placement.strategy": ("replica_placer", str),  # pykraft's: striped (Kafka's KRaft) | rack-unaware
 }
+
+
+def bool_property(props: dict[str, str], name: str, default: bool) -> bool:
+    value = props.get(name, str(default)).strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(f"{name} must be true or false, got {props[name]!r}")
+    return value == "true"
 
 
 def int_property(props: dict[str, str], name: str, default: int) -> int:
@@ -142,14 +154,12 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         node_id = int_property(props, "node.id", -1)
         voters = parse_voters(props["controller.quorum.voters"])
         raft = RaftConfig.from_properties(props)
-        preallocate = props.get("log.preallocate", "false").strip().lower()
-        if preallocate not in ("true", "false"):
-            raise ValueError(f"log.preallocate must be true or false, got {props['log.preallocate']!r}")
         log_config = LogConfig(
             segment_bytes=int_property(props, "metadata.log.segment.bytes", LogConfig.segment_bytes),
-            preallocate_bytes=PREALLOCATE_CHUNK if preallocate == "true" else 0,
+            preallocate_bytes=PREALLOCATE_CHUNK if bool_property(props, "log.preallocate", False) else 0,
         )
         controller = controller_settings(props)
+        raw_appends = bool_property(props, RAW_APPEND_SETTING, False)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if node_id not in voters:
@@ -164,13 +174,14 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         cluster_id=args.cluster_id or props.get("cluster.id") or default_cluster_id(voters),
         listen_host=args.listen_host,
         metrics_port=args.metrics_port,
+        raw_appends=raw_appends,
     )
 
 
 async def serve(
     settings: NodeSettings,
     *,
-    companion: Callable[[RaftNode], Awaitable[object]] | None = None,
+    companion: Callable[[RaftNode], Coroutine[object, object, object]] | None = None,
     with_controller: bool = True,
 ) -> int:
     """Run the node until SIGTERM/SIGINT; a leader resigns first so a successor takes over at once.
@@ -179,6 +190,7 @@ async def serve(
     the controller will). ``with_controller=False`` runs the quorum alone: the Raft benchmark appends opaque
     records that no controller could replay."""
     structlog.contextvars.bind_contextvars(node_id=settings.node_id)
+    faults = ProcessTerminatingFaultHandler()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     lock = DirectoryLock(settings.data_dir)
     try:
@@ -194,11 +206,12 @@ async def serve(
         log=metadata_log,
         store=QuorumStateStore(metadata_log.dir),
         config=settings.raft,
+        faults=faults,
     )
-    controller = QuorumController(settings.node_id, node, settings.controller) if with_controller else None
+    controller = QuorumController(settings.node_id, node, settings.controller, faults) if with_controller else None
     server = grpc.aio.server(options=SERVER_OPTIONS)
     node.transport.add_to_server(server)
-    QuorumAdminService(node, check_record=deserialize).add_to_server(server)
+    QuorumAdminService(node, check_record=deserialize, raw_appends=settings.raw_appends).add_to_server(server)
     if controller is not None:
         ControllerService(controller, settings.cluster_id, settings.voters).add_to_server(server)
     host = settings.listen_host or settings.address.host
@@ -220,7 +233,7 @@ async def serve(
     if settings.metrics_port is not None:
         from pykraft.metrics import serve_metrics
 
-        serve_metrics(node, controller, host, settings.metrics_port)
+        serve_metrics(node, controller, host, settings.metrics_port, faults)
     log.info(
         "node_started",
         listen=bind,
@@ -232,7 +245,14 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    task = asyncio.create_task(companion(node)) if companion is not None else None
+    failed: list[BaseException] = []
+
+    def companion_failed(e: BaseException) -> None:  # a benchmark's own bug: stop the node, say why, exit 1
+        log.error("companion_failed", error=f"{type(e).__name__}: {e}")
+        failed.append(e)
+        stop.set()
+
+    task = spawn(companion(node), name="companion", on_error=companion_failed) if companion is not None else None
     await stop.wait()
     if task is not None:
         task.cancel()
@@ -243,7 +263,7 @@ async def serve(
     await server.stop(grace=0.5)
     lock.release()
     log.info("node_stopped")
-    return 0
+    return 1 if failed else 0
 
 
 def run(args: argparse.Namespace) -> int:

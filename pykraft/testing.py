@@ -17,6 +17,7 @@ from pathlib import Path
 
 import grpc
 
+from quorum.transport.admin import RAW_APPEND_SETTING
 from quorum.transport.pb import quorum_pb2 as pb
 from quorum.transport.pb import quorum_pb2_grpc as pb_grpc
 
@@ -96,11 +97,14 @@ class NodeProcess:
 
 @dataclass
 class Cluster:
-    """N voters on loopback, each a separate ``pykraft node`` process."""
+    """N voters on loopback, each a separate ``pykraft node`` process. ``raw_appends`` opens the quorum admin's
+    AppendRecords (``unsafe.raw.append.enable``), which a node refuses by default: tests and benchmarks that write
+    raw records turn it on for themselves."""
 
     root: Path
     size: int = 3
     extra_args: list[str] = field(default_factory=list)
+    raw_appends: bool = False
     nodes: dict[int, NodeProcess] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -121,6 +125,7 @@ class Cluster:
                 voters,
                 "--data-dir",
                 str(data_dir),
+                *(["--override", f"{RAW_APPEND_SETTING}=true"] if self.raw_appends else []),
                 *self.extra_args,
             ]
             self.nodes[node_id] = NodeProcess(node_id, port, data_dir, args, self.root / f"node{node_id}.log")

@@ -1,5 +1,11 @@
-"""The quorum admin service: DescribeQuorum (for ``pykraft quorum describe``) and AppendRecords (raw appends
-through the leader, answered once committed: for tools, tests and benchmarks)."""
+"""The quorum admin service: DescribeQuorum (for ``pykraft quorum describe``), ExportLog (``pykraft export``), and
+AppendRecords: raw appends through the leader, answered once committed — for tests and benchmarks only.
+
+AppendRecords is refused unless the node was started with ``unsafe.raw.append.enable=true``. Raw records bypass
+the controller: well-formed but meaningless records would reach every controller's replay, and a raw record
+sharing a batch with the controller's own could let an older value win for a key. Kafka has no such door into
+its metadata log; ours stays shut unless a test or benchmark opens it for itself.
+"""
 
 from __future__ import annotations
 
@@ -14,14 +20,18 @@ from quorum.transport.pb import quorum_pb2 as pb
 from quorum.transport.pb import quorum_pb2_grpc as pb_grpc
 
 DEFAULT_APPEND_TIMEOUT_MS = 5000
+RAW_APPEND_SETTING = "unsafe.raw.append.enable"
 
 
 class QuorumAdminService(pb_grpc.QuorumAdminServicer):
-    def __init__(self, node: RaftNode, check_record: Callable[[bytes], object] | None = None) -> None:
+    def __init__(
+        self, node: RaftNode, check_record: Callable[[bytes], object] | None = None, *, raw_appends: bool = False
+    ) -> None:
         """``check_record`` raises ValueError for a record the log's readers could not take (the quorum layer
         knows no record format; the node process supplies the metadata record decoder)."""
         self.node = node
         self.check_record = check_record
+        self.raw_appends = raw_appends
 
     def add_to_server(self, server: grpc.aio.Server) -> None:
         pb_grpc.add_QuorumAdminServicer_to_server(self, server)
@@ -61,6 +71,13 @@ class QuorumAdminService(pb_grpc.QuorumAdminServicer):
         self, request: pb.AppendRecordsRequest, context: grpc.aio.ServicerContext
     ) -> pb.AppendRecordsResponse:
         leader = self.node.leader_and_epoch
+        if not self.raw_appends:
+            return self._error(
+                Errors.CLUSTER_AUTHORIZATION_FAILED,
+                f"AppendRecords is disabled on node {self.node.node_id}: raw records bypass the controller. Only "
+                f"tests and benchmarks turn it on, with --override {RAW_APPEND_SETTING}=true",
+                leader,
+            )
         if not request.records:
             return self._error(Errors.INVALID_REQUEST, "records: at least one record is required", leader)
         if request.timeout_ms < 0:

@@ -17,13 +17,13 @@ NO_IDLE_WRITES = ["--override", "metadata.max.idle.interval.ms=0"]
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     """A started three-voter cluster with default settings, stopped (SIGTERM, then SIGKILL for stragglers)
-    whatever the test does."""
-    with Cluster(root=tmp_path, size=3) as c:
+    whatever the test does. AppendRecords is open: the tests write their own records."""
+    with Cluster(root=tmp_path, size=3, raw_appends=True) as c:
         yield c
 
 
 @pytest.fixture
 def quiet_cluster(tmp_path: Path) -> Iterator[Cluster]:
     """Like ``cluster``, but the controller writes nothing while the log is idle."""
-    with Cluster(root=tmp_path, size=3, extra_args=NO_IDLE_WRITES) as c:
+    with Cluster(root=tmp_path, size=3, extra_args=NO_IDLE_WRITES, raw_appends=True) as c:
         yield c

@@ -220,7 +220,7 @@ def test_missing_required_flags(tmp_path: Path) -> None:
 
 
 async def test_second_process_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
-    with Cluster(root=tmp_path, size=1) as single:
+    with Cluster(root=tmp_path, size=1, raw_appends=True) as single:
         leader, _ = await single.wait_for_leader()
         node = single.nodes[leader]
         meta = (node.data_dir / "meta.properties").read_text()
