@@ -1,8 +1,8 @@
 """Every data record of the ``__cluster_metadata`` log (apiKeys 0-27), one declarative spec each.
 
-Written from Kafka's metadata schemas (shared/kafka/metadata-schemas/): the same field names, types, version
-ranges, nullability, tags and defaults. ``write_version`` is the version Kafka 4.0 (metadata.version 4.0-IV0)
-writes. Python attribute names are the snake_case of Kafka's field names.
+Written from Kafka's metadata schemas (``metadata/src/main/resources/common/metadata/*.json`` in Kafka's source):
+the same field names, types, version ranges, nullability, tags and defaults. ``write_version`` is the version
+Kafka 4.0 (metadata.version 4.0-IV0) writes. Python attribute names are the snake_case of Kafka's field names.
 """
 
 from __future__ import annotations
