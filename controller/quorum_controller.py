@@ -61,7 +61,7 @@ from controller.replication_control import (
 from controller.results import NO_ERROR, ApiError, ControllerResult
 from controller.timeline import Timeline, TimelineDict
 from quorum.errors import Errors, KafkaError, NotLeaderError
-from quorum.fault import FaultHandler, LoggingFaultHandler
+from quorum.fault import FaultHandler, LoggingFaultHandler, fault_message
 from quorum.log.message import ApiMessage
 from quorum.raft.client import CommittedBatch, LeaderAndEpoch, RaftClient
 
@@ -350,6 +350,7 @@ class QuorumController:
         """Report a fault after which this controller's memory cannot be trusted. A process handler exits; an
         in-process one returns, and then this controller stops serving for good."""
         self.failed = True
+        message = fault_message(message, error)
         self.faults.handle_fault(
             message, error, node_id=self.node_id, epoch=epoch, committed_offset=self.committed_offset
         )

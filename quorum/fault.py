@@ -51,13 +51,23 @@ class Fault:
                 out["errno"] = errno.errorcode.get(e.errno, str(e.errno))
             if e.filename is not None:
                 out["file"] = os.fsdecode(e.filename)
-        frames = traceback.extract_tb(e.__traceback__)
+            if e.filename2 is not None:  # a rename's destination
+                out["file2"] = os.fsdecode(e.filename2)
+        origin = e
+        while origin.__cause__ is not None:  # a wrapped error (ReplayError, a named OSError): where it began
+            origin = origin.__cause__
+        frames = traceback.extract_tb(origin.__traceback__)
         if frames:
             last = frames[-1]
             out["raised_at"] = f"{last.filename}:{last.lineno} in {last.name}"
         if not isinstance(e, OSError):  # a bug, not the disk: keep the whole stack (JSON keeps it on one line)
             out["traceback"] = "".join(traceback.format_exception(e)).rstrip()
         return out
+
+
+def fault_message(doing: str, error: BaseException | None) -> str:
+    """``storage fault while flushing the metadata log``: what kind of fault, and what the node was doing."""
+    return f"{'storage fault' if isinstance(error, OSError) else 'fatal error'} while {doing}"
 
 
 class FaultHandler(Protocol):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import structlog
 
 from quorum.errors import KafkaError, NotLeaderError
-from quorum.fault import FaultHandler, LoggingFaultHandler, spawn
+from quorum.fault import FaultHandler, LoggingFaultHandler, fault_message, spawn
 from quorum.log.batch import iter_batches
 from quorum.log.log import MetadataLog
 from quorum.log.quorum_state import QuorumStateStore
@@ -271,7 +271,6 @@ class RaftNode:
         self.failed = self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
-        kind = "storage fault" if isinstance(error, OSError) else "fatal error"
         core = self.core
         where: dict[str, object] = {"node_id": self.node_id}
         if core is not None:
@@ -279,7 +278,7 @@ class RaftNode:
         where |= {"log_end_offset": self.log.end_offset, "flushed_offset": self.log.flushed_offset, **context}
         self._fail_waiters(f"node {self.node_id} stopped after a fatal fault")
         self._delivery.set()  # the delivery loop sees the stop and ends
-        self.faults.handle_fault(f"{kind} while {doing}", error, **where)
+        self.faults.handle_fault(fault_message(doing, error), error, **where)
 
     def _after(self) -> None:
         core = self._core

@@ -234,8 +234,10 @@ async def test_a_record_that_fails_to_apply_on_the_active_controller_is_fatal_be
         await ctl.create_topics([NewTopic("t", 1, 1)])
     assert e.value.code == Errors.UNKNOWN_SERVER_ERROR and "fatal fault" in str(e.value)
     [fault] = ctl.faults.faults  # type: ignore[attr-defined]
-    assert fault.message == f"applying the PartitionRecord at offset {entries + 1} on the active controller, from " \
-        f"the batch at offset {entries}"  # fmt: skip
+    assert fault.message == (
+        f"fatal error while applying the PartitionRecord at offset {entries + 1} on the active controller, "
+        f"from the batch at offset {entries}"
+    )
     assert fault.context["epoch"] == 1 and fault.cause is not None
     assert len(log.entries) == entries, "nothing of the failed batch may reach the log"
     assert "t" not in ctl.replication.topics_by_name, "the record applied before the failure is undone too"

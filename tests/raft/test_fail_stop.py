@@ -102,7 +102,7 @@ async def test_a_failed_rename_of_quorum_state_stops_the_node(tmp_path: Path, mo
 
         def failing_replace(src: object, dst: object, **kw: object) -> None:
             if str(dst).endswith(QUORUM_STATE_NAME):
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), src, None, dst)
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(src), None, os.fspath(dst))
             real_replace(src, dst, **kw)  # type: ignore[arg-type]
 
         monkeypatch.setattr(os, "replace", failing_replace)
