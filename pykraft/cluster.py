@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pykraft.client import AdminClient, AdminError
 from pykraft.testing import free_ports
+from quorum.fault import FATAL_EVENT, FATAL_EXIT_CODE
 from quorum.log.message import Uuid
 from quorum.log.meta_properties import META_PROPERTIES, read_properties
 
@@ -149,8 +150,18 @@ def up(args: argparse.Namespace) -> int:
             "--override",
             "num.partitions=3",
         ]
-        pid = _spawn(args_, data_dir / f"controller-{i + 1}.log")
-        controllers.append({"id": i + 1, "port": port, "metrics_port": mport, "pid": pid, "data_dir": str(node_dir)})
+        log_path = data_dir / f"controller-{i + 1}.log"
+        pid = _spawn(args_, log_path)
+        controllers.append(
+            {
+                "id": i + 1,
+                "port": port,
+                "metrics_port": mport,
+                "pid": pid,
+                "data_dir": str(node_dir),
+                "log": str(log_path),
+            }
+        )
     brokers = []
     broker_ports = free_ports(args.brokers) if args.brokers else []
     for j in range(args.brokers):
@@ -250,16 +261,72 @@ def bootstrap(args: argparse.Namespace) -> int:
     return 0
 
 
+TAIL_BYTES = 1 << 20  # how much of a node's log to read back for its last fatal fault
+
+
+def last_fatal_fault(log_path: Path) -> dict | None:
+    """The ``fatal_fault`` event a node logged after its last start, if it did (then it exited with code 70)."""
+    try:
+        with log_path.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - TAIL_BYTES))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if '"node_started"' not in line and f'"{FATAL_EVENT}"' not in line:
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if event.get("event") == "node_started":
+            return None
+        if event.get("event") == FATAL_EVENT:
+            return event
+    return None
+
+
+def controller_states(state: dict, data_dir: Path) -> list[dict]:
+    """Each controller process of a local cluster: running, exited after a fatal fault (with its cause, from its
+    log), or exited otherwise."""
+    out = []
+    for c in state["controllers"]:
+        entry = {"id": c["id"], "endpoint": f"127.0.0.1:{c['port']}", "pid": c["pid"], "state": "running"}
+        if not _alive(c["pid"], data_dir):
+            fault = last_fatal_fault(Path(c.get("log") or data_dir / f"controller-{c['id']}.log"))
+            entry["state"] = "exited"
+            if fault is not None:
+                entry["state"] = "fatal"
+                keep = ("cause", "error", "errno", "file", "epoch", "log_end_offset", "high_watermark", "timestamp")
+                entry["fatalFault"] = {k: fault[k] for k in keep if k in fault}
+        out.append(entry)
+    return out
+
+
+def _controller_line(c: dict) -> str:
+    if c["state"] == "running":
+        status = f"running (pid {c['pid']})"
+    elif c["state"] == "exited":
+        status = "not running"
+    else:
+        f = c["fatalFault"]
+        status = f"exited after a fatal fault (code {FATAL_EXIT_CODE}): {f['cause']}: {f.get('error', '')}"
+    return f"{c['id']:<14}{c['endpoint']:<22}{status}"
+
+
 def describe(args: argparse.Namespace) -> int:
     servers = args.bootstrap_server
+    controllers: list[dict] | None = None
     if not servers:
-        state = _state(Path(args.data_dir).resolve())
+        data_dir = Path(args.data_dir).resolve()
+        state = _state(data_dir)
         if state is None:
             print(
                 "pykraft cluster describe: give --bootstrap-server, or --data-dir of a running cluster", file=sys.stderr
             )
             return 1
         servers = state["bootstrap"]
+        controllers = controller_states(state, data_dir)
 
     async def fetch():  # type: ignore[no-untyped-def]
         async with AdminClient(servers, default_api_timeout_ms=10_000) as admin:
@@ -268,12 +335,17 @@ def describe(args: argparse.Namespace) -> int:
     try:
         cluster = asyncio.run(fetch())
     except (AdminError, ValueError) as e:
+        if controllers is not None:  # what the local processes say is worth knowing most when none answers
+            for c in controllers:
+                print(_controller_line(c), file=sys.stderr)
         print(f"pykraft cluster describe: {e}", file=sys.stderr)
         return 1
     if args.output == "json":
+        extra = {} if controllers is None else {"controllers": controllers}
         print(
             json.dumps(
                 {
+                    **extra,
                     "clusterId": cluster.cluster_id,
                     "controllerId": cluster.controller_id,
                     "brokers": [
@@ -299,6 +371,11 @@ def describe(args: argparse.Namespace) -> int:
         state_ = "controlled-shutdown" if b.in_controlled_shutdown else "fenced" if b.fenced else "unfenced"
         listener = ",".join(f"{n}://{h}:{p}" for n, h, p in b.listeners)
         print(f"{b.broker_id:<10}{b.rack or '-':<10}{state_:<20}{b.broker_epoch:>8}  {listener}")
+    if controllers is not None:
+        print()
+        print(f"{'ControllerNode':<14}{'Endpoint':<22}Process")
+        for c in controllers:
+            print(_controller_line(c))
     return 0
 
 

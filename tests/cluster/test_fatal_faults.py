@@ -23,6 +23,7 @@ from cluster_helpers import read_log, record, wait_caught_up
 
 from controller.records import TopicRecord, deserialize
 from pykraft.client import AdminClient, AdminError, NewTopic
+from pykraft.cluster import STATE_FILE, controller_states, last_fatal_fault
 from pykraft.testing import Cluster, NodeProcess, free_ports
 from quorum.errors import Errors
 from quorum.fault import FATAL_EXIT_CODE
@@ -162,7 +163,35 @@ async def test_eio_on_fdatasync_ends_the_leader(faulty: FaultyCluster) -> None:
     assert fault["raised_at"].endswith(" in fdatasync"), fault  # the OS call itself (here, the injector's)
     assert fault["role"] == "Leader" and fault["log_end_offset"] > fault["high_watermark"] > 0, fault
     assert await faulty.create("after-eio")  # a new leader
+    await describe_shows_the_fatal_exit(faulty, leader, fault)
     await restart_and_catch_up(faulty, leader)
+    assert last_fatal_fault(faulty.cluster.nodes[leader].log_path) is None  # started again since
+
+
+async def describe_shows_the_fatal_exit(faulty: FaultyCluster, node_id: int, fault: dict) -> None:
+    """``pykraft cluster describe --data-dir`` reads its cluster.json: a controller whose process is gone and
+    whose log ends with a fatal_fault line is reported with the cause."""
+    root = faulty.cluster.root
+    state = {
+        "bootstrap": faulty.bootstrap,
+        "controllers": [
+            {"id": n, "port": node.port, "pid": node.proc.pid, "log": str(node.log_path)}  # type: ignore[union-attr]
+            for n, node in faulty.cluster.nodes.items()
+        ],
+        "brokers": [],
+    }
+    (root / STATE_FILE).write_text(json.dumps(state))
+    [dead] = [c for c in controller_states(state, root) if c["id"] == node_id]
+    assert dead["state"] == "fatal" and dead["fatalFault"]["cause"] == fault["cause"], dead
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "pykraft", "cluster", "describe", "--data-dir", str(root)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result
+    [line] = [line for line in result.stdout.splitlines() if line.startswith(f"{node_id} ")]
+    assert f"exited after a fatal fault (code {FATAL_EXIT_CODE}): {fault['cause']}: OSError: [Errno 5]" in line, line
+    (root / STATE_FILE).unlink()
 
 
 async def test_enospc_on_append_ends_a_follower(faulty: FaultyCluster) -> None:

@@ -127,6 +127,11 @@ def test_cluster_bootstrap_and_describe(cluster_dir: Path, bootstrap: str) -> No
     assert Counter(b["rack"] for b in brokers) == {"rack-1": 2, "rack-2": 2, "rack-3": 2}, brokers
     assert not any(b["fenced"] or b["inControlledShutdown"] for b in brokers), brokers
     assert all(len(b["listeners"]) == 1 and b["listeners"][0].startswith("PLAINTEXT://") for b in brokers)
+    controllers = desc["controllers"]  # the local processes, from cluster.json (a fatal exit is shown with its cause)
+    assert [(c["id"], c["state"]) for c in controllers] == [(1, "running"), (2, "running"), (3, "running")]
+    assert [c["endpoint"] for c in controllers] == servers and [c["pid"] for c in controllers] == [
+        p["pid"] for p in state["controllers"]
+    ]
 
     r = run_pykraft("cluster", "describe", "--bootstrap-server", bootstrap)
     assert r.returncode == 0, r.stderr
