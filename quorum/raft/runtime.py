@@ -108,7 +108,7 @@ class RaftNode:
         self._delivery_task = spawn(
             self._deliver_commits(),
             name=f"raft-delivery-{self.node_id}",
-            on_error=lambda e: self._fatal("commit delivery failed", e),
+            on_error=lambda e: self._fatal("delivering committed batches", e),
         )
         with self._fail_stop("starting"):
             self._after()
@@ -143,7 +143,7 @@ class RaftNode:
         try:
             self.log.close()  # flushes: what was appended must still become durable, or we must say it did not
         except Exception as e:
-            self._fatal("closing the metadata log failed", e)
+            self._fatal("closing the metadata log", e)
 
     # -- RaftClient ------------------------------------------------------------------------------------------
 
@@ -185,7 +185,7 @@ class RaftNode:
         except KafkaError:
             raise  # the caller's mistake (not the leader, too large, ...): refused before anything was written
         except Exception as e:
-            self._fatal("append", e)
+            self._fatal("appending", e)
             raise NotLeaderError(f"node {self.node_id} stopped after a fatal fault", epoch=core.epoch) from None
         return offset
 
