@@ -279,6 +279,9 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, StorageIdentityError, LogCorruptionError) as e:
         print(f"pykraft node: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # the data directory cannot be made or opened: before the node runs, not a fault of it
+        print(f"pykraft node: storage error before start: {e}", file=sys.stderr)
+        return 1
 
 
 def run_loop(main: Coroutine[object, object, int]) -> int:

@@ -201,6 +201,18 @@ def test_data_dir_of_another_cluster_is_refused(tmp_path: Path) -> None:
     assert (data_dir / "meta.properties").read_text() == meta
 
 
+def test_a_data_dir_that_cannot_be_made_is_a_one_line_error(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    data_dir = blocker / "node1"
+    result = pykraft("node", "--node-id", "1", "--controller-quorum-voters", f"1@127.0.0.1:{port}",
+                     "--data-dir", str(data_dir))  # fmt: skip
+    assert result.returncode == 1, result
+    message = one_line_error(result.stderr)
+    assert message.startswith("pykraft node: storage error before start: ") and str(data_dir) in message, message
+
+
 def test_missing_required_flags(tmp_path: Path) -> None:
     (port,) = free_ports(1)
     voters = f"1@127.0.0.1:{port}"
