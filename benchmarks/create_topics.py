@@ -124,6 +124,25 @@ def echo_main(port: int) -> int:
     return run_loop(main())
 
 
+async def create_counted(
+    stub: pb_grpc.ControllerStub, tally: Tally, request: pb.CreateTopicsRequest, since: float
+) -> None:
+    """One CreateTopics into ``tally``: a success (every topic created) with its latency from ``since``, or a
+    failure counted by its gRPC status or by each failing topic's code."""
+    try:
+        resp = await stub.CreateTopics(request, timeout=RPC_TIMEOUT_S)
+    except grpc.aio.AioRpcError as e:
+        tally.answered()
+        tally.exception(e)
+        return
+    done = tally.answered()
+    codes = failed_codes(resp, len(request.topics))
+    if codes:
+        tally.failure(*codes)
+    else:
+        tally.success((done - since) * 1000)
+
+
 async def closed_loop(target: str, clients: int, duration: float, per_request: int, prefix: str) -> dict:
     """Each client sends CreateTopics for ``per_request`` new topics, waits, repeats, until ``duration``. A request
     counts (its latency, its topics) only if every topic in it was created; the others are counted by code."""
@@ -138,19 +157,7 @@ async def closed_loop(target: str, clients: int, duration: float, per_request: i
         while time.perf_counter() < stop:
             names = [f"{prefix}-{i}-{n}-{k}" for k in range(per_request)]
             n += 1
-            t = tally.sent()
-            try:
-                resp = await stub.CreateTopics(topic_request(names), timeout=RPC_TIMEOUT_S)
-            except grpc.aio.AioRpcError as e:
-                tally.answered()
-                tally.exception(e)
-                continue
-            done = tally.answered()
-            codes = failed_codes(resp, per_request)
-            if codes:
-                tally.failure(*codes)
-            else:
-                tally.success((done - t) * 1000)
+            await create_counted(stub, tally, topic_request(names), tally.sent())
 
     await asyncio.gather(*(client(i) for i in range(clients)))
     for ch in channels:
@@ -177,18 +184,7 @@ async def open_loop(target: str, rate: int, duration: float, prefix: str) -> dic
 
         async def one(i: int, scheduled: float) -> None:
             tally.sent()
-            try:
-                resp = await stub.CreateTopics(topic_request([f"{prefix}-{i}"]), timeout=RPC_TIMEOUT_S)
-            except grpc.aio.AioRpcError as e:
-                tally.answered()
-                tally.exception(e)
-                return
-            done = tally.answered()
-            codes = failed_codes(resp, 1)
-            if codes:
-                tally.failure(*codes)
-            else:
-                tally.success((done - scheduled) * 1000)
+            await create_counted(stub, tally, topic_request([f"{prefix}-{i}"]), scheduled)
 
         for i in range(int(rate * duration)):
             scheduled = start + i / rate
@@ -211,19 +207,7 @@ async def big_topic(target: str, trials: int) -> dict:
     async with grpc.aio.insecure_channel(target) as ch:
         stub = pb_grpc.ControllerStub(ch)
         for i in range(trials):
-            t = tally.sent()
-            try:
-                resp = await stub.CreateTopics(topic_request([f"big-{i}"], partitions=1000), timeout=RPC_TIMEOUT_S)
-            except grpc.aio.AioRpcError as e:
-                tally.answered()
-                tally.exception(e)
-                continue
-            done = tally.answered()
-            codes = failed_codes(resp, 1)
-            if codes:
-                tally.failure(*codes)
-            else:
-                tally.success((done - t) * 1000)
+            await create_counted(stub, tally, topic_request([f"big-{i}"], partitions=1000), tally.sent())
     return {
         "partitions": 1000,
         "trials": trials,
