@@ -3,8 +3,9 @@
 Everything random comes from one ``random.Random(seed)``, and events are ordered by (time, sequence number), so a
 seed replays exactly. Faults: message loss, delay (hence reordering), duplication, symmetric and one-way
 partitions, crashes that lose unflushed writes, restarts, slow disks, graceful resignations. After *every* event the
-invariants in :meth:`Simulation.check_invariants` run; the first violation raises :class:`InvariantViolation`
-naming the seed, the step and the virtual time.
+invariants in :meth:`Simulation.check_invariants` run (among them: one vote per voter per epoch, a node acts only
+on the epoch, vote and leader it stored, and leader completeness for any node that could still win a vote); the
+first violation raises :class:`InvariantViolation` naming the seed, the step and the virtual time.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from typing import Any
 import structlog
 
 from quorum.errors import KafkaError
+from quorum.log.quorum_state import ElectionState
 from quorum.raft.config import RaftConfig
 from quorum.raft.core import RaftCore, SafetyViolation
-from quorum.raft.messages import Envelope
-from quorum.raft.roles import Follower, Leader
+from quorum.raft.messages import NO_LEADER, Envelope, VoteResponse
+from quorum.raft.roles import Follower, Leader, Prospective
 from quorum.sim.storage import SimBatch, SimLog, SimStore
 
 CLUSTER_ID = "sim-cluster"
@@ -117,6 +119,7 @@ class Simulation:
         self._committed_end = 0
         self._committed_in: dict[int, int] = {}  # epoch -> the largest boundary first seen committed in it
         self._leaders: dict[int, int] = {}  # epoch -> leader id
+        self._votes: dict[tuple[int, int], int] = {}  # (voter, epoch) -> the candidate it granted its vote
         self._pending: list[tuple[int, int, int, bytes]] = []  # (node, epoch, offset, value) awaiting commit
         self.acked: dict[int, bytes] = {}  # offset -> value of every acknowledged append
         self._append_counter = 0
@@ -190,6 +193,9 @@ class Simulation:
             self._schedule(deadline - self.now, tick)
 
     def _send(self, env: Envelope) -> None:
+        m = env.message
+        if isinstance(m, VoteResponse) and m.vote_granted and not m.pre_vote:
+            self._check_one_vote(env.source, m.epoch, env.destination)
         if (env.source, env.destination) in self._blocked or self.rng.random() < self.faults.drop:
             return
         copies = 2 if self.rng.random() < self.faults.duplicate else 1
@@ -440,14 +446,9 @@ class Simulation:
     def check_invariants(self) -> None:
         for node in self.nodes.values():
             core = node.core
-            stored = node.store.state
             if core is None:
                 continue
-            # Monotonic, durable epoch: what the node acts on is what it stored.
-            if stored is not None and stored.leader_epoch != core.epoch:
-                raise self._violation(
-                    f"node {node.node_id} acts in epoch {core.epoch} but stored {stored.leader_epoch}"
-                )
+            self._check_durable_election_state(node, core)
             if isinstance(core.role, Leader):
                 leader = self._leaders.setdefault(core.epoch, node.node_id)
                 if leader != node.node_id:
@@ -461,7 +462,28 @@ class Simulation:
                 self._check_committed(node, hw)
                 node.checked_hw = hw
         self._check_majority_durable()
+        self._check_electable_hold_committed()
         self._settle_pending()
+
+    def _check_durable_election_state(self, node: SimNode, core: RaftCore) -> None:
+        """A node acts only on the election state it stored: epoch, vote and leader. Acting on more (a vote or a
+        leader a crash would make it forget) lets it vote twice in one epoch."""
+        stored = node.store.state or ElectionState()  # nothing stored yet: epoch 0, no leader, no vote
+        role = core.role
+        if stored.leader_epoch != core.epoch:
+            raise self._violation(f"node {node.node_id} acts in epoch {core.epoch} but stored {stored.leader_epoch}")
+        if role.voted_id != stored.voted_id:
+            raise self._violation(
+                f"node {node.node_id} acts on a vote for {role.voted_id} in epoch {core.epoch} "
+                f"but stored a vote for {stored.voted_id}"
+            )
+        # The one allowed difference: a leader that stepped down to pre-vote forgets it leads (knowing less).
+        stepped_down = isinstance(role, Prospective) and (role.leader_id, stored.leader_id) == (NO_LEADER, node.node_id)
+        if role.leader_id != stored.leader_id and not stepped_down:
+            raise self._violation(
+                f"node {node.node_id} acts on leader {role.leader_id} in epoch {core.epoch} "
+                f"but stored leader {stored.leader_id}"
+            )
 
     def _check_leader_completeness(self, node: SimNode) -> None:
         """Raft's Leader Completeness: whatever was committed in an earlier epoch is in this leader's log.
@@ -502,6 +524,34 @@ class Simulation:
         self._committed_end = hw
         epoch = node.core.epoch if node.core else 0
         self._committed_in[epoch] = max(self._committed_in.get(epoch, 0), hw)
+
+    def _check_one_vote(self, voter: int, epoch: int, candidate: int) -> None:
+        """Election safety at the voter: one vote per epoch, whatever crashes happened between two grants."""
+        first = self._votes.setdefault((voter, epoch), candidate)
+        if first != candidate:
+            raise self._violation(f"node {voter} granted its vote in epoch {epoch} to both {first} and {candidate}")
+
+    def _check_electable_hold_committed(self) -> None:
+        """Leader completeness for every node that could still win a vote, not only for leaders: a node whose log
+        lacks committed entries must be less up to date than a majority (who would refuse it their votes), else
+        it could be elected and overwrite them (Raft's Figure 8). Down nodes count with the log they restart on."""
+        end = self._committed_end
+        if end == 0:
+            return
+        chain = self._committed[end]
+        keys = {n.node_id: (n.log.last_epoch, n.log.end_offset) for n in self.nodes.values()}
+        for node in self.nodes.values():
+            held = node.log.batch_ending_at(end)
+            if held is not None and held.chain == chain:
+                continue
+            mine = keys[node.node_id]
+            supporters = sorted(i for i, k in keys.items() if k <= mine)
+            if len(supporters) >= len(self.nodes) // 2 + 1:
+                raise self._violation(
+                    f"node {node.node_id} lacks committed entries below offset {end} but its log (last epoch "
+                    f"{mine[0]}, end {mine[1]}) is as up to date as those of {supporters}, a majority: it could be "
+                    "elected and overwrite them"
+                )
 
     def _check_majority_durable(self) -> None:
         for node in self.nodes.values():
