@@ -1,11 +1,19 @@
 """The simulator: real :class:`~quorum.raft.core.RaftCore` instances driven by one seeded event queue.
 
 Everything random comes from one ``random.Random(seed)``, and events are ordered by (time, sequence number), so a
-seed replays exactly. Faults: message loss, delay (hence reordering), duplication, symmetric and one-way
-partitions, crashes that lose unflushed writes, restarts, slow disks, graceful resignations. After *every* event the
-invariants in :meth:`Simulation.check_invariants` run (among them: one vote per voter per epoch, a node acts only
-on the epoch, vote and leader it stored, and leader completeness for any node that could still win a vote); the
-first violation raises :class:`InvariantViolation` naming the seed, the step and the virtual time.
+seed replays exactly. The fault model (:mod:`quorum.sim.faults`): message loss, delay (hence reordering),
+duplication, symmetric, one-way and bridge partitions, crashes, restarts, slow disks, graceful resignations; and
+crash points, where a node dies inside a storage operation of a handler (its election state written or not, a batch
+appended but not flushed, a truncation done in part), some of the messages it had queued already sent, and a
+supervisor restarts it within tens of ms. A crash keeps the flushed log and perhaps some batches after it (the OS
+may have written them). Requests to a down node wait for it, as the transport's do, until the request timeout.
+Each seed runs one of three fault mixes (classic, elections, replication: seed mod 3).
+
+After *every* event the invariants in :meth:`Simulation.check_invariants` run: one leader per epoch, one vote per
+voter per epoch, a node acts only on the epoch, vote and leader it stored, log matching, leader completeness (for
+leaders, and for any node that could still win a vote), identical committed prefixes, monotonic high watermarks, a
+majority-durable high watermark, acknowledged appends committed. The first violation raises
+:class:`InvariantViolation` naming the seed, the step and the virtual time.
 """
 
 from __future__ import annotations
@@ -15,8 +23,8 @@ import itertools
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 import structlog
 
@@ -24,9 +32,14 @@ from quorum.errors import KafkaError
 from quorum.log.quorum_state import ElectionState
 from quorum.raft.config import RaftConfig
 from quorum.raft.core import RaftCore, SafetyViolation
-from quorum.raft.messages import NO_LEADER, Envelope, VoteResponse
+from quorum.raft.messages import NO_LEADER, REQUEST_TYPES, Envelope, VoteResponse
 from quorum.raft.roles import Follower, Leader, Prospective
+from quorum.sim.faults import CrashPoint, CrashPoints, FaultInjection, Faults
 from quorum.sim.storage import SimBatch, SimLog, SimStore
+
+__all__ = ["CLUSTER_ID", "SIM_CONFIG", "Faults", "InvariantViolation", "SimNode", "Simulation", "Stats", "run_seed"]
+
+T = TypeVar("T")
 
 CLUSTER_ID = "sim-cluster"
 
@@ -47,23 +60,6 @@ SIM_CONFIG = RaftConfig(
 
 class InvariantViolation(AssertionError):
     pass
-
-
-@dataclass
-class Faults:
-    """Per-seed fault rates (probabilities per event or per message)."""
-
-    drop: float = 0.02
-    duplicate: float = 0.02
-    long_delay: float = 0.03  # a message delayed up to 200 ms (reorders it past many others)
-    chaos_interval_ms: int = 60  # mean time between fault injections
-    crash_weight: float = 1.0
-    partition_weight: float = 1.0
-    one_way_weight: float = 0.5
-    heal_weight: float = 2.0
-    slow_disk_weight: float = 0.5
-    resign_weight: float = 0.5
-    append_interval_ms: int = 8  # mean time between client appends
 
 
 @dataclass
@@ -90,11 +86,12 @@ class Stats:
     acked: int = 0
     elections: int = 0
     crashes: int = 0
+    crash_points: int = 0  # crashes inside a handler's storage operation (counted in crashes too)
     partitions: int = 0
     leaders: set[int] = field(default_factory=set)
 
 
-class Simulation:
+class Simulation(FaultInjection):
     def __init__(
         self,
         seed: int,
@@ -106,14 +103,15 @@ class Simulation:
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
-        self.config = config
-        self.faults = faults or Faults()
+        self.faults = faults or Faults.for_seed(seed)
+        self.config = replace(config, **self.faults.tuning)
         self.bugs = bugs
         self.now = 0
         self.stats = Stats()
         self._queue: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._blocked: set[tuple[int, int]] = set()  # (from, to) pairs whose messages are dropped
+        self._waiting: dict[int, list[tuple[int, Envelope]]] = {}  # down node -> (expiry, request) held for it
         self._seen_batches: dict[tuple[int, int], bytes] = {}  # (base offset, epoch) -> chain hash
         self._committed: dict[int, bytes] = {0: b""}  # committed batch boundary -> chain hash up to it
         self._committed_end = 0
@@ -139,24 +137,47 @@ class Simulation:
         heapq.heappush(self._queue, (self.now + delay, next(self._seq), action))
 
     def _new_node(self, node_id: int) -> SimNode:
-        return SimNode(node_id, SimLog(on_append=self._check_log_matching), SimStore())
+        points = CrashPoints(node_id, self.rng, lambda: self.faults)
+        return SimNode(node_id, SimLog(self._check_log_matching, points), SimStore(points))
 
     def _start(self, node: SimNode) -> None:
-        node.core = RaftCore(
-            node_id=node.node_id,
-            voters=list(self.nodes),
-            cluster_id=CLUSTER_ID,
-            log=node.log,
-            store=node.store,
-            config=self.config,
-            rng=random.Random(self.rng.random()),
-            now_ms=self.now,
-            bugs=self.bugs,
-        )
+        try:
+            node.core = RaftCore(
+                node_id=node.node_id,
+                voters=list(self.nodes),
+                cluster_id=CLUSTER_ID,
+                log=node.log,
+                store=node.store,
+                config=self.config,
+                rng=random.Random(self.rng.random()),
+                now_ms=self.now,
+                bugs=self.bugs,
+            )
+        except CrashPoint:  # died while recovering its election state: the supervisor tries again
+            self.stats.crashes += 1
+            self.stats.crash_points += 1
+            self._schedule(self.rng.randint(5, 50), lambda: self._supervisor_restart(node))
+            return
         node.last_hw = node.checked_hw = 0
         node.tick_at = None
         node.flushing = False
         self._after(node)
+        for expiry, env in self._waiting.pop(node.node_id, []):
+            if expiry >= self.now:
+                self._transmit(env, node.core)
+
+    def _call(self, node: SimNode, call: Callable[[RaftCore], T]) -> T | None:
+        """One input to ``node``'s core, then what it asked for. A crash point inside it kills the node there:
+        the core is dropped half-way through its handler, and None is returned."""
+        core = node.core
+        assert core is not None
+        try:
+            result = call(core)
+        except CrashPoint:
+            self._die_at_crash_point(node, core)
+            return None
+        self._after(node)
+        return result
 
     def _after(self, node: SimNode) -> None:
         """Carry out what the core asked for: send messages, start a flush, schedule its next tick."""
@@ -174,8 +195,7 @@ class Simulation:
                 if node.core is not incarnation:
                     return  # crashed meanwhile: the flush never finished
                 node.log.complete_flush(batches)
-                incarnation.flushed(end, self.now)
-                self._after(node)
+                self._call(node, lambda c: c.flushed(end, self.now))
 
             self._schedule(delay, done)
         deadline = max(core.next_deadline(), self.now)
@@ -187,8 +207,7 @@ class Simulation:
                 if node.core is not incarnation or node.tick_at != deadline:
                     return
                 node.tick_at = None
-                incarnation.tick(self.now)
-                self._after(node)
+                self._call(node, lambda c: c.tick(self.now))
 
             self._schedule(deadline - self.now, tick)
 
@@ -198,24 +217,31 @@ class Simulation:
             self._check_one_vote(env.source, m.epoch, env.destination)
         if (env.source, env.destination) in self._blocked or self.rng.random() < self.faults.drop:
             return
-        copies = 2 if self.rng.random() < self.faults.duplicate else 1
         # Addressed to the destination's current incarnation: its connections die with it, so a message in flight
         # when it crashes never reaches the next one (which would take a stale response for the answer to its own
         # request: correlation ids start over with each incarnation).
         target = self.nodes[env.destination].core
+        if target is None and isinstance(m, REQUEST_TYPES):
+            # The transport's stream to a down peer waits for it to come back, holding requests until the request
+            # timeout: a node restarted at once hears what was sent to it meanwhile (quorum/transport/peer.py).
+            self._waiting.setdefault(env.destination, []).append((self.now + self.config.request_timeout_ms, env))
+            return
+        self._transmit(env, target)
+
+    def _transmit(self, env: Envelope, target: RaftCore | None) -> None:
+        copies = 2 if self.rng.random() < self.faults.duplicate else 1
         for _ in range(copies):
             if self.rng.random() < self.faults.long_delay:
                 delay = self.rng.randint(20, 200)
             else:
-                delay = self.rng.randint(1, 5)
+                delay = self.rng.randint(1, self.faults.max_delay_ms)
             self._schedule(delay, lambda env=env: self._deliver(env, target))
 
     def _deliver(self, env: Envelope, target: RaftCore | None) -> None:
         node = self.nodes[env.destination]
         if node.core is None or node.core is not target or (env.source, env.destination) in self._blocked:
             return
-        node.core.handle(env, self.now)
-        self._after(node)
+        self._call(node, lambda c: c.handle(env, self.now))
 
     # -- client and faults -----------------------------------------------------------------------------------
 
@@ -231,53 +257,31 @@ class Simulation:
         assert core is not None
         self._append_counter += 1
         value = f"s{self.seed}-v{self._append_counter}".encode()
+        atomic = self.rng.random() < 0.5
         try:
-            offset = core.append(core.epoch, [value], self.now, atomic=self.rng.random() < 0.5)
+            offset = self._call(node, lambda c: c.append(c.epoch, [value], self.now, atomic=atomic))
         except KafkaError:
             return
-        self.stats.appends += 1
-        self._pending.append((node.node_id, core.epoch, offset, value))
-        self._after(node)
-
-    def _chaos(self) -> None:
-        if self._calm:
-            return
-        self._schedule(self._exp(self.faults.chaos_interval_ms), self._chaos)
-        f = self.faults
-        actions: list[tuple[float, Callable[[], None]]] = [
-            (f.crash_weight, self._crash_or_restart),
-            (f.partition_weight, self._partition),
-            (f.one_way_weight, self._one_way),
-            (f.heal_weight, self._heal),
-            (f.slow_disk_weight, self._toggle_slow_disk),
-            (f.resign_weight, self._resign_leader),
-        ]
-        total = sum(w for w, _ in actions)
-        pick = self.rng.random() * total
-        for weight, action in actions:
-            pick -= weight
-            if pick <= 0:
-                action()
-                return
-
-    def _crash_or_restart(self) -> None:
-        down = [n for n in self.nodes.values() if not n.up]
-        up = [n for n in self.nodes.values() if n.up]
-        if down and (self.rng.random() < 0.6 or len(down) * 2 >= len(self.nodes)):
-            self._start(self.rng.choice(down))
-        elif up:
-            self.crash(self.rng.choice(up).node_id)
+        if offset is not None:  # else it died appending: never acknowledged, its fate undecided
+            self.stats.appends += 1
+            self._pending.append((node.node_id, core.epoch, offset, value))
 
     def crash(self, node_id: int) -> None:
         node = self.nodes[node_id]
         node.core = None
-        node.log.crash()
+        f = self.faults
+        survivors = 0
+        if node.log.unflushed and f.unflushed_survives > 0 and self.rng.random() < f.unflushed_survives:
+            survivors = self.rng.randint(1, node.log.unflushed)
+        node.log.crash(survivors)
         self.stats.crashes += 1
+        # Requests it was holding for down peers die with its process.
+        for held in self._waiting.values():
+            held[:] = [(expiry, env) for expiry, env in held if env.source != node_id]
         # Connections to a dead process are reset: its peers notice.
         for other in self.nodes.values():
             if other.core is not None:
-                other.core.peer_unreachable(node_id, self.now)
-                self._after(other)
+                self._call(other, lambda c: c.peer_unreachable(node_id, self.now))
 
     def restart(self, node_id: int) -> None:
         self._start(self.nodes[node_id])
@@ -313,37 +317,12 @@ class Simulation:
     def append(self, node_id: int, value: bytes) -> int:
         """A client append on ``node_id`` (must lead); it counts as acknowledged once committed."""
         node = self.nodes[node_id]
-        assert node.core is not None
-        offset = node.core.append(node.core.epoch, [value], self.now)
-        self._pending.append((node_id, node.core.epoch, offset, value))
-        self._after(node)
+        core = node.core
+        assert core is not None
+        offset = self._call(node, lambda c: c.append(c.epoch, [value], self.now))
+        assert offset is not None, f"node {node_id} died at a crash point while appending"
+        self._pending.append((node_id, core.epoch, offset, value))
         return offset
-
-    def _partition(self) -> None:
-        ids = list(self.nodes)
-        self.rng.shuffle(ids)
-        cut = self.rng.randint(1, len(ids) - 1)
-        a, b = ids[:cut], ids[cut:]
-        self._blocked = {(x, y) for x in a for y in b} | {(y, x) for x in a for y in b}
-        self.stats.partitions += 1
-
-    def _one_way(self) -> None:
-        x, y = self.rng.sample(list(self.nodes), 2)
-        self._blocked.add((x, y))
-        self.stats.partitions += 1
-
-    def _heal(self) -> None:
-        self._blocked = set()
-
-    def _toggle_slow_disk(self) -> None:
-        node = self.rng.choice(list(self.nodes.values()))
-        node.slow_disk = not node.slow_disk
-
-    def _resign_leader(self) -> None:
-        for node in self.nodes.values():
-            if node.core is not None and node.core.is_leader:
-                node.core.resign(self.now)
-                self._after(node)
 
     # -- running ---------------------------------------------------------------------------------------------
 
@@ -373,7 +352,7 @@ class Simulation:
     def heal_and_converge(self, max_ms: int = 30_000) -> None:
         """Stop the faults, restart everything, and check that a leader commits a fresh append everywhere."""
         self._calm = True
-        self.faults = Faults(drop=0, duplicate=0, long_delay=0)
+        self.faults = Faults.none()
         self._blocked = set()
         for node in self.nodes.values():
             node.slow_disk = False
@@ -390,9 +369,7 @@ class Simulation:
             assert leader is not None and leader.core is not None
             attempt += 1
             value = f"s{self.seed}-final-{attempt}".encode()
-            offset = leader.core.append(leader.core.epoch, [value], self.now)
-            self._pending.append((leader.node_id, leader.core.epoch, offset, value))
-            self._after(leader)
+            offset = self.append(leader.node_id, value)
             self.run_until(lambda o=offset: o in self.acked or not self._pending, deadline - self.now)
             if offset in self.acked:
                 break

@@ -1,4 +1,6 @@
-"""In-memory log and election store with crash semantics: a crash keeps only what was flushed."""
+"""In-memory log and election store with crash semantics: a crash keeps what was flushed, and perhaps some of what
+was not; with :class:`~quorum.sim.faults.CrashPoints` a node can also die inside ``append``, ``truncate_to`` and
+``write`` (raising :class:`~quorum.sim.faults.CrashPoint`)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 from quorum.log.batch import read_batch
 from quorum.log.epoch_cache import EpochCache
 from quorum.log.quorum_state import ElectionState
+from quorum.sim.faults import CrashPoint, CrashPoints
 
 
 @dataclass
@@ -31,11 +34,14 @@ class Appended:
 class SimLog:
     """A RaftLog kept in memory. ``on_append`` lets the harness check log matching as batches arrive."""
 
-    def __init__(self, on_append: Callable[[SimBatch], None] | None = None) -> None:
+    def __init__(
+        self, on_append: Callable[[SimBatch], None] | None = None, crash_points: CrashPoints | None = None
+    ) -> None:
         self.batches: list[SimBatch] = []
         self._bases: list[int] = []
         self.epochs = EpochCache()
         self.on_append = on_append
+        self.crash_points = crash_points
 
     @property
     def start_offset(self) -> int:
@@ -99,6 +105,8 @@ class SimLog:
         self.epochs.assign(epoch, base)
         if self.on_append is not None:
             self.on_append(entry)
+        if self.crash_points is not None and self.crash_points.hit("append"):
+            raise CrashPoint  # appended, not flushed: the crash keeps it or not (see crash)
         return Appended(base, last)
 
     def truncate_to(self, offset: int) -> int:
@@ -106,9 +114,17 @@ class SimLog:
         i = bisect.bisect_right(self._bases, offset) - 1
         while i >= 0 and self.batches[i].last_offset >= offset:
             i -= 1
-        del self.batches[i + 1 :], self._bases[i + 1 :]
-        self.epochs.truncate_from_end(self.end_offset)
+        if self.crash_points is not None and self.crash_points.hit("truncate"):
+            # The real log removes whole segments last-first, each removal durable before the next: a crash
+            # leaves it cut anywhere from its old end (nothing done) down to the target (all done).
+            self._cut(self.crash_points.rng.randint(i + 1, len(self.batches)))
+            raise CrashPoint
+        self._cut(i + 1)
         return self.end_offset
+
+    def _cut(self, keep: int) -> None:
+        del self.batches[keep:], self._bases[keep:]
+        self.epochs.truncate_from_end(self.end_offset)
 
     def begin_flush(self) -> tuple[int, list[SimBatch]]:
         """What a flush started now will make durable: ``(end offset, the batches)``."""
@@ -118,29 +134,48 @@ class SimLog:
         for b in batches:
             b.durable = True  # a batch truncated meanwhile is no longer in the log: marking it is harmless
 
-    def crash(self) -> None:
-        """Lose everything not flushed."""
+    @property
+    def unflushed(self) -> int:
+        """How many batches past the durable prefix a crash could lose."""
+        return sum(1 for b in self.batches if not b.durable)
+
+    def crash(self, survivors: int = 0) -> None:
+        """Lose what was not flushed, except the first ``survivors`` unflushed batches: the OS may have written
+        them before the crash (a legal outcome the core must tolerate). What survives is on disk now."""
         keep = 0
         for b in self.batches:
             if not b.durable:
                 break
             keep += 1
+        keep = min(keep + survivors, len(self.batches))
         del self.batches[keep:], self._bases[keep:]
+        for b in self.batches:
+            b.durable = True
         self.epochs = EpochCache()
         for b in self.batches:
             self.epochs.assign(b.epoch, b.base_offset)
 
 
 class SimStore:
-    """The quorum-state file: ``write`` is atomic and durable, so a crash never loses it."""
+    """The quorum-state file: ``write`` is atomic and durable once it returns. A crash point in it dies before or
+    after the write, never half-way (the real file is replaced by a rename)."""
 
-    def __init__(self) -> None:
+    def __init__(self, crash_points: CrashPoints | None = None) -> None:
         self.state: ElectionState | None = None
         self.history: list[ElectionState] = []
+        self.crash_points = crash_points
 
     def read(self) -> ElectionState | None:
         return self.state
 
     def write(self, state: ElectionState) -> None:
+        before = after = False
+        if self.crash_points is not None and self.crash_points.hit_write(state):
+            before = self.crash_points.rng.random() < 0.5
+            after = not before
+        if before:
+            raise CrashPoint  # died before the rename: the old state stays
         self.state = state
         self.history.append(state)
+        if after:
+            raise CrashPoint  # written, but the node dies before acting on it
