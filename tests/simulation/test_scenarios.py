@@ -1,6 +1,6 @@
-"""Scripted scenarios (Kafka's RaftEventSimulationTest and KRaft's rules) with random faults turned off: the test
-decides every partition, crash and append, and checks concrete outcomes. The harness still checks every invariant
-after every step."""
+"""Scripted scenarios (Kafka's RaftEventSimulationTest and KRaft's rules) with random faults and crash points turned
+off (``simkit.calm_faults``): the test decides every partition, crash and append, and checks concrete outcomes; a
+crash loses everything unflushed. The harness still checks every invariant after every step."""
 
 from __future__ import annotations
 
