@@ -129,9 +129,8 @@ class QuorumController:
         placer = PLACERS[self.settings.replica_placer](random.Random())
         replication = ReplicationSettings(self.settings.num_partitions, self.settings.default_replication_factor)
         self.replication = ReplicationControl(self.timeline, self.cluster, placer, replication)
-        self.queue = EventQueue(
-            f"controller-{node_id}", lambda e: self.faults.handle_fault("the controller's event queue failed", e)
-        )
+        queue_failed = fault_message("running the controller's event queue", None)
+        self.queue = EventQueue(f"controller-{node_id}", lambda e: self.faults.handle_fault(queue_failed, e))
         self.purgatory = Purgatory()
         self.metrics = ControllerMetrics({}, {})
         self.active_epoch: int | None = None  # the Raft epoch in which this controller is active
