@@ -23,9 +23,16 @@ from typing import Any, TypeVar
 
 import grpc
 
+from controller.requests import (
+    AlterPartitionResponse,
+    AlterPartitionResult,
+    AlterPartitionTopic,
+)
+from controller.results import NO_ERROR, ApiError
 from pykraft.api import controller_pb2 as pb
 from pykraft.api import controller_pb2_grpc as pb_grpc
 from quorum.errors import Errors, KafkaError
+from quorum.log.message import Uuid
 
 T = TypeVar("T")
 RETRIABLE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
@@ -100,6 +107,16 @@ class ClusterDescription:
     cluster_id: str
     controller_id: int
     brokers: list[BrokerInfo]
+
+
+def _api_error(code: int, message: str) -> ApiError:
+    """A response's error code and message as the controller's ApiError (a code this client does not know is
+    UNKNOWN_SERVER_ERROR, its number kept in the message)."""
+    if not code:
+        return NO_ERROR
+    if code in Errors._value2member_map_:
+        return ApiError(Errors(code), message or None)
+    return ApiError(Errors.UNKNOWN_SERVER_ERROR, f"error code {code}: {message}")
 
 
 def _servers(bootstrap: str | list[str]) -> list[str]:
@@ -299,6 +316,46 @@ class AdminClient:
         response = await self._call("BrokerHeartbeat", request, self.request_timeout_ms)
         self._check(response, "BrokerHeartbeat")
         return response
+
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, topics: list[AlterPartitionTopic], *, timeout_ms: int | None = None
+    ) -> AlterPartitionResponse:
+        """A partition leader's AlterPartition: the ISR (and leader recovery state) it wants for its partitions.
+        Request-level errors (STALE_BROKER_EPOCH, BROKER_ID_NOT_REGISTERED, ...) raise AdminError with the code;
+        each partition's new state, or its error, is in the response."""
+        timeout = timeout_ms or self.request_timeout_ms
+        request = pb.AlterPartitionRequest(broker_id=broker_id, broker_epoch=broker_epoch, timeout_ms=timeout)
+        for t in topics:
+            topic = request.topics.add(topic_id=str(t.topic_id))
+            for p in t.partitions:
+                topic.partitions.add(
+                    partition_index=p.partition_index,
+                    leader_epoch=p.leader_epoch,
+                    new_isr_with_epochs=[
+                        pb.AlterPartitionRequest.BrokerState(broker_id=b, broker_epoch=e) for b, e in p.new_isr
+                    ],
+                    leader_recovery_state=int(p.leader_recovery_state),
+                    partition_epoch=p.partition_epoch,
+                )
+        response = await self._call("AlterPartition", request, timeout)
+        self._check(response, "AlterPartition")
+        return AlterPartitionResponse(
+            NO_ERROR,
+            tuple(
+                AlterPartitionResult(
+                    topic_id=Uuid(t.topic_id),
+                    partition_index=p.partition_index,
+                    error=_api_error(p.error_code, p.error_message),
+                    leader_id=p.leader_id,
+                    leader_epoch=p.leader_epoch,
+                    isr=tuple(p.isr),
+                    leader_recovery_state=p.leader_recovery_state,
+                    partition_epoch=p.partition_epoch,
+                )
+                for t in response.topics
+                for p in t.partitions
+            ),
+        )
 
 
 class SyncAdminClient:

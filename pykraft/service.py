@@ -7,6 +7,7 @@ Every request is logged as one structured event: what was asked, the result code
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -17,6 +18,7 @@ import structlog
 from controller.cluster_control import Endpoint, HeartbeatRequest, RegisterBrokerRequest
 from controller.quorum_controller import NotControllerError, QuorumController
 from controller.replication_control import NewTopic
+from controller.requests import AlterPartitionData, AlterPartitionResponse, AlterPartitionTopic
 from pykraft.api import controller_pb2 as pb
 from pykraft.api import controller_pb2_grpc as pb_grpc
 from quorum.errors import Errors, KafkaError
@@ -26,6 +28,7 @@ from quorum.raft.config import VoterAddress
 log = structlog.get_logger("pykraft.service")
 R = TypeVar("R")
 DEFAULT_TIMEOUT_MS = 30_000
+_UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")  # Kafka's Uuid.toString(): 16 bytes, base64url, no padding
 
 
 class RequestError(KafkaError):
@@ -61,6 +64,7 @@ class ControllerService(pb_grpc.ControllerServicer):
         error_code = Errors.NONE
         try:
             response = await call()
+            error_code = getattr(response, "error_code", Errors.NONE)  # a request-level error answered, not raised
         except NotControllerError as e:
             error_code = e.code
             response = response_type(error_code=int(e.code), error_message=str(e), controller=self._hint())
@@ -85,6 +89,19 @@ class ControllerService(pb_grpc.ControllerServicer):
         if timeout_ms < 0:
             raise RequestError(f"timeout_ms: {timeout_ms} is negative", Errors.INVALID_REQUEST)
         return timeout_ms or DEFAULT_TIMEOUT_MS
+
+    @staticmethod
+    def _topic_id(text: str, field: str) -> Uuid:
+        """A topic id as Kafka prints it (22 base64url characters); anything else is INVALID_REQUEST."""
+        if not _UUID_TEXT.fullmatch(text):
+            raise RequestError(f"{field}: {text!r} is not a base64url topic id", Errors.INVALID_REQUEST)
+        return Uuid(text)
+
+    @staticmethod
+    def _partition_index(index: int, field: str) -> int:
+        if index < 0:
+            raise RequestError(f"{field}: partition index {index} is negative", Errors.INVALID_REQUEST)
+        return index
 
     # -- CreateTopics ----------------------------------------------------------------------------------------
 
@@ -256,3 +273,69 @@ class ControllerService(pb_grpc.ControllerServicer):
             )
 
         return await self._serve("BrokerHeartbeat", pb.BrokerHeartbeatResponse, call, broker_id=request.broker_id)
+
+    async def AlterPartition(
+        self, request: pb.AlterPartitionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AlterPartitionResponse:
+        async def call() -> pb.AlterPartitionResponse:
+            timeout = self._timeout(request.timeout_ms)
+            topics = []
+            for i, t in enumerate(request.topics):
+                topic_id = self._topic_id(t.topic_id, f"topics[{i}].topic_id")
+                partitions = []
+                for j, p in enumerate(t.partitions):
+                    where = f"topics[{i}].partitions[{j}]"
+                    self._partition_index(p.partition_index, f"{where}.partition_index")
+                    if p.leader_recovery_state not in (0, 1):
+                        raise RequestError(
+                            f"{where}.leader_recovery_state: {p.leader_recovery_state} is not 0 (RECOVERED) or "
+                            "1 (RECOVERING)",
+                            Errors.INVALID_REQUEST,
+                        )
+                    partitions.append(
+                        AlterPartitionData(
+                            partition_index=p.partition_index,
+                            leader_epoch=p.leader_epoch,
+                            new_isr=tuple((b.broker_id, b.broker_epoch) for b in p.new_isr_with_epochs),
+                            partition_epoch=p.partition_epoch,
+                            leader_recovery_state=p.leader_recovery_state,
+                        )
+                    )
+                topics.append(AlterPartitionTopic(topic_id, tuple(partitions)))
+            answer: AlterPartitionResponse = await self.controller.alter_partition(
+                request.broker_id, request.broker_epoch, topics, timeout_ms=timeout
+            )
+            out = pb.AlterPartitionResponse(error_code=int(answer.error.code), error_message=answer.error.message or "")
+            by_topic: dict[bytes, pb.AlterPartitionResponse.TopicData] = {}
+            for r in answer.partitions:
+                topic = by_topic.get(r.topic_id)
+                if topic is None:
+                    topic = by_topic[r.topic_id] = out.topics.add(topic_id=str(r.topic_id))
+                topic.partitions.add(
+                    partition_index=r.partition_index,
+                    error_code=int(r.error.code),
+                    error_message=r.error.message or "",
+                    leader_id=r.leader_id,
+                    leader_epoch=r.leader_epoch,
+                    isr=r.isr,
+                    leader_recovery_state=r.leader_recovery_state,
+                    partition_epoch=r.partition_epoch,
+                )
+            return out
+
+        def summarize(response: pb.AlterPartitionResponse) -> dict[str, Any]:
+            results = [(t.topic_id, p.partition_index, p.error_code) for t in response.topics for p in t.partitions]
+            return {
+                "results": [f"{t}-{p}:{code}" for t, p, code in results[:20]],
+                "failed": sum(1 for *_, code in results if code),
+            }
+
+        return await self._serve(
+            "AlterPartition",
+            pb.AlterPartitionResponse,
+            call,
+            summarize,
+            broker_id=request.broker_id,
+            broker_epoch=request.broker_epoch,
+            partition_count=sum(len(t.partitions) for t in request.topics),
+        )

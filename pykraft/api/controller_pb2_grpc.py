@@ -59,6 +59,11 @@ class ControllerStub(object):
                 request_serializer=pykraft_dot_api_dot_controller__pb2.BrokerHeartbeatRequest.SerializeToString,
                 response_deserializer=pykraft_dot_api_dot_controller__pb2.BrokerHeartbeatResponse.FromString,
                 _registered_method=True)
+        self.AlterPartition = channel.unary_unary(
+                '/pykraft.controller.v1.Controller/AlterPartition',
+                request_serializer=pykraft_dot_api_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
+                response_deserializer=pykraft_dot_api_dot_controller__pb2.AlterPartitionResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer(object):
@@ -94,6 +99,12 @@ class ControllerServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartition(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -121,6 +132,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.BrokerHeartbeat,
                     request_deserializer=pykraft_dot_api_dot_controller__pb2.BrokerHeartbeatRequest.FromString,
                     response_serializer=pykraft_dot_api_dot_controller__pb2.BrokerHeartbeatResponse.SerializeToString,
+            ),
+            'AlterPartition': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartition,
+                    request_deserializer=pykraft_dot_api_dot_controller__pb2.AlterPartitionRequest.FromString,
+                    response_serializer=pykraft_dot_api_dot_controller__pb2.AlterPartitionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -258,6 +274,33 @@ class Controller(object):
             '/pykraft.controller.v1.Controller/BrokerHeartbeat',
             pykraft_dot_api_dot_controller__pb2.BrokerHeartbeatRequest.SerializeToString,
             pykraft_dot_api_dot_controller__pb2.BrokerHeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.controller.v1.Controller/AlterPartition',
+            pykraft_dot_api_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
+            pykraft_dot_api_dot_controller__pb2.AlterPartitionResponse.FromString,
             options,
             channel_credentials,
             insecure,
