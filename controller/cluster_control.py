@@ -143,8 +143,9 @@ class ClusterControl:
         should_shut_down = False
         if req.want_shutdown:
             if not b.in_controlled_shutdown:
-                records += partition_moves(b.id, True)
+                # Kafka's order: the broker is marked shutting down, then its leaderships and ISR places go.
                 records.append(self._change(b, in_controlled_shutdown=True))
+                records += partition_moves(b.id, True)
             elif not has_leaderships(b.id):
                 if not b.fenced:
                     records.append(self._change(b, fenced=True))

@@ -58,6 +58,15 @@ from controller.replication_control import (
     TopicInfo,
     TopicResult,
 )
+from controller.requests import (
+    AlterPartitionResponse,
+    AlterPartitionTopic,
+    CreatePartitionsResult,
+    DeleteTopicResult,
+    DeleteTopicState,
+    ElectionResult,
+    NewPartitions,
+)
 from controller.results import NO_ERROR, ApiError, ControllerResult
 from controller.timeline import Timeline, TimelineDict
 from quorum.errors import Errors, KafkaError, NotLeaderError
@@ -91,6 +100,10 @@ class ControllerSettings:
     replica_placer: str = "striped"  # striped | rack-unaware
     max_idle_interval_ms: int = 500  # metadata.max.idle.interval.ms: a NoOpRecord when nothing else was written
     fence_check_interval_ms: int = 1000
+    delete_topic_enable: bool = True  # delete.topic.enable
+    auto_leader_rebalance_enable: bool = True  # auto.leader.rebalance.enable
+    leader_imbalance_check_interval_s: float = 300  # leader.imbalance.check.interval.seconds
+    unclean_election_interval_ms: int = 300_000  # Kafka's internal unclean.leader.election.interval.ms
 
 
 @dataclass(frozen=True)
@@ -127,7 +140,9 @@ class QuorumController:
         self.timeline = Timeline()
         self.cluster = ClusterControl(self.timeline, self.settings.session_timeout_ms)
         placer = PLACERS[self.settings.replica_placer](random.Random())
-        replication = ReplicationSettings(self.settings.num_partitions, self.settings.default_replication_factor)
+        replication = ReplicationSettings(
+            self.settings.num_partitions, self.settings.default_replication_factor, self.settings.delete_topic_enable
+        )
         self.replication = ReplicationControl(self.timeline, self.cluster, placer, replication)
         queue_failed = fault_message("running the controller's event queue", None)
         self.queue = EventQueue(f"controller-{node_id}", lambda e: self.faults.handle_fault(queue_failed, e))
@@ -234,7 +249,7 @@ class QuorumController:
         self.timeline.revert()
         self._written.clear()  # whatever of ours still commits is replayed like anyone else's records
         self._append_times.clear()
-        for tag in ("fence-stale-brokers", "noop"):
+        for tag in _PERIODIC:
             self.queue.cancel(tag)
 
     def _activation_records(self) -> ControllerResult[None]:
@@ -264,6 +279,41 @@ class QuorumController:
             self.queue.schedule(
                 "noop", now + self.settings.max_idle_interval_ms / 1000, Event("maybeWriteNoOp", self._maybe_noop)
             )
+        if self.settings.auto_leader_rebalance_enable:
+            self._schedule_balance(self.settings.leader_imbalance_check_interval_s)
+        self._schedule_unclean(self.settings.unclean_election_interval_ms / 1000)
+
+    def _schedule_balance(self, delay_s: float) -> None:
+        self.queue.schedule(
+            "balance-leaders", time.monotonic() + delay_s, Event("maybeBalancePartitionLeaders", self._balance)
+        )
+
+    def _schedule_unclean(self, delay_s: float) -> None:
+        self.queue.schedule(
+            "elect-unclean-leaders", time.monotonic() + delay_s, Event("maybeElectUncleanLeaders", self._unclean)
+        )
+
+    def _balance(self) -> Any:
+        """Kafka's auto leader balancing: preferred elections for imbalanced partitions, at most 1000 per run;
+        when a run hits the cap, the next one follows at once (10 ms), else after the check interval."""
+        if not self.active:
+            return None
+        result = self.replication.elections.balance_leaders()
+        self._schedule_balance(0.01 if result.response else self.settings.leader_imbalance_check_interval_s)
+        if result.records:
+            log.info("leaders_balanced", node_id=self.node_id, partitions=len(result.records))
+        return self._write(lambda: result)
+
+    def _unclean(self) -> Any:
+        """Unclean elections for leaderless partitions whose topic allows them (the config may have changed since
+        they lost their leader)."""
+        if not self.active:
+            return None
+        result = self.replication.elections.elect_unclean_leaders()
+        self._schedule_unclean(0.01 if result.response else self.settings.unclean_election_interval_ms / 1000)
+        if result.records:
+            log.warning("unclean_leaders_elected", node_id=self.node_id, partitions=len(result.records))
+        return self._write(lambda: result)
 
     def _fence_stale_brokers(self) -> Any:
         if not self.active:
@@ -273,7 +323,7 @@ class QuorumController:
             time.monotonic() + self.settings.fence_check_interval_ms / 1000,
             Event("fenceStaleBrokers", self._fence_stale_brokers),
         )
-        result = self.cluster.fence_stale_brokers(_now_ms(), self.replication.partition_moves)
+        result = self.cluster.fence_stale_brokers(_now_ms(), self.replication.elections.broker_moves)
         if not result.records:
             return None
         log.info("brokers_fenced", node_id=self.node_id, brokers=result.response, reason="session timed out")
@@ -475,12 +525,64 @@ class QuorumController:
                     request,
                     self.committed_offset,
                     _now_ms(),
-                    self.replication.partition_moves,
-                    self.replication.has_leaderships,
+                    self.replication.elections.broker_moves,
+                    self.replication.elections.has_leaderships,
                 )
             )
 
         return await self._submit("brokerHeartbeat", run, timeout_ms)
+
+    # -- after creation: elections, ISR changes, deletion, more partitions -------------------------------------
+
+    async def elect_leaders(
+        self, election_type: int, partitions: list[tuple[str, int]] | None, *, timeout_ms: int | None = 60_000
+    ) -> list[ElectionResult]:
+        """Kafka's ElectLeaders: ``partitions`` None = every partition (the answer then leaves out those whose
+        leader is already the one asked for); an empty list is answered at once."""
+        if partitions is not None and not partitions:
+            return []
+
+        def run() -> Any:
+            return self._write(lambda: self.replication.elections.elect_leaders(election_type, partitions))
+
+        return await self._submit("electLeaders", run, timeout_ms)
+
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, topics: list[AlterPartitionTopic], *, timeout_ms: int | None = 30_000
+    ) -> AlterPartitionResponse:
+        """A partition leader's ISR change; each partition's answer carries its state after the change."""
+
+        def run() -> Any:
+            return self._write(lambda: self.replication.elections.alter_partition(broker_id, broker_epoch, topics))
+
+        return await self._submit("alterPartition", run, timeout_ms)
+
+    async def delete_topics(
+        self, topics: list[DeleteTopicState], *, timeout_ms: int | None = 30_000
+    ) -> list[DeleteTopicResult]:
+        """Kafka's DeleteTopics v6 (by name or by id). Raises TOPIC_DELETION_DISABLED for the whole request when
+        delete.topic.enable is false. Results in request order."""
+        if not topics:
+            return []
+
+        def run() -> Any:
+            return self._write(lambda: self.replication.delete_topics(topics))
+
+        return await self._submit("deleteTopics", run, timeout_ms)
+
+    async def create_partitions(
+        self, topics: list[NewPartitions], *, validate_only: bool = False, timeout_ms: int | None = 30_000
+    ) -> list[CreatePartitionsResult]:
+        if not topics:
+            return []
+
+        def run() -> Any:
+            return self._write(lambda: self.replication.create_partitions(topics, validate_only))
+
+        return await self._submit("createPartitions", run, timeout_ms)
+
+
+_PERIODIC = ("fence-stale-brokers", "noop", "balance-leaders", "elect-unclean-leaders")
 
 
 def _now_ms() -> int:

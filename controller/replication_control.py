@@ -8,26 +8,29 @@ only code that changes state (Kafka's ReplicationControlManager).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from controller.cluster_control import ClusterControl
 from controller.configs import (
+    TOPIC_CONFIGS,
     TOPIC_RESOURCE,
     InvalidConfigError,
     check_min_insync_replicas,
     effective_topic_configs,
     parse_topic_configs,
 )
+from controller.elections import LeaderElections
+from controller.partition_change import PartitionRegistration, merge
 from controller.placement import PlacementError, ReplicaPlacer, UsableBroker
 from controller.records import ConfigRecord, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
+from controller.requests import CreatePartitionsResult, DeleteTopicResult, DeleteTopicState, NewPartitions
 from controller.results import MAX_RECORDS_PER_USER_OP, NO_ERROR, ApiError, ControllerResult
 from controller.timeline import Timeline, TimelineDict
 from quorum.errors import Errors, KafkaError
-from quorum.log.message import METADATA_TOPIC_ID, ApiMessage, Uuid
+from quorum.log.message import METADATA_TOPIC_ID, ZERO_UUID, ApiMessage, Uuid
 
-NO_LEADER = -1
-NO_LEADER_CHANGE = -2
 METADATA_TOPIC = "__cluster_metadata"
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
@@ -57,18 +60,6 @@ class TopicResult:
     configs: tuple[tuple[str, str, int], ...] = ()  # (name, value, config source)
 
 
-class PartitionRegistration(NamedTuple):  # NamedTuples: replayed by the thousand, and immutable
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    leader: int
-    leader_epoch: int = 0
-    partition_epoch: int = 0
-    removing: tuple[int, ...] = ()
-    adding: tuple[int, ...] = ()
-    leader_recovery_state: int = 0
-    directories: tuple[Uuid, ...] = ()
-
-
 class TopicInfo(NamedTuple):
     name: str
     id: Uuid
@@ -87,6 +78,7 @@ class _BrokerView:
 class ReplicationSettings:
     num_partitions: int = 1  # num.partitions
     default_replication_factor: int = 1  # default.replication.factor
+    delete_topic_enable: bool = True  # delete.topic.enable
 
 
 def validate_topic_name(name: str) -> None:
@@ -125,6 +117,14 @@ class ReplicationControl:
         self.configs: TimelineDict[tuple[int, str], tuple[tuple[str, str], ...]] = TimelineDict(timeline)
         self._colliding: TimelineDict[str, tuple[str, ...]] = TimelineDict(timeline)  # unified name -> names
         self._broker_view: _BrokerView | None = None
+        # A topic's effective config value (topic, then broker levels, then the default): set by the controller.
+        self.topic_config: Callable[[str, str], Any] = self._own_topic_config
+        self.elections = LeaderElections(self)
+
+    def _own_topic_config(self, topic: str, name: str) -> Any:
+        raw = dict(self.configs.get((TOPIC_RESOURCE, topic), ())).get(name)
+        definition = TOPIC_CONFIGS[name]
+        return definition.default if raw is None else definition.parse(raw)
 
     # -- CreateTopics ----------------------------------------------------------------------------------------
 
@@ -242,19 +242,9 @@ class ReplicationControl:
             ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=t.name, name=name, value=value)
             for name, value in configs.items()
         )
-        for index, (replicas, isr) in enumerate(new_partitions):
-            records.append(
-                PartitionRecord(
-                    partition_id=index,
-                    topic_id=topic_id,
-                    replicas=list(replicas),
-                    isr=isr,
-                    leader=isr[0],
-                    leader_epoch=0,
-                    partition_epoch=0,
-                    directories=[METADATA_TOPIC_ID] * len(replicas),  # Kafka's DirectoryId.UNASSIGNED
-                )
-            )
+        records.extend(
+            _partition_record(topic_id, index, replicas, isr) for index, (replicas, isr) in enumerate(new_partitions)
+        )
         return TopicResult(
             t.name,
             NO_ERROR,
@@ -275,43 +265,48 @@ class ReplicationControl:
                     f"Found multiple manual partition assignments for partition {index}",
                     Errors.INVALID_REPLICA_ASSIGNMENT,
                 )
-            if not replicas:
-                raise KafkaError(
-                    "The manual partition assignment includes an empty replica list.", Errors.INVALID_REPLICA_ASSIGNMENT
-                )
-            previous = None
-            for broker in sorted(replicas):
-                if broker not in view.registered:
-                    raise KafkaError(
-                        f"The manual partition assignment includes broker {broker}, but no such broker is registered.",
-                        Errors.INVALID_REPLICA_ASSIGNMENT,
-                    )
-                if broker == previous:
-                    raise KafkaError(
-                        f"The manual partition assignment includes the broker {broker} more than once.",
-                        Errors.INVALID_REPLICA_ASSIGNMENT,
-                    )
-                previous = broker
-            if size is not None and len(replicas) != size:
-                raise KafkaError(
-                    f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but this "
-                    f"is not consistent with previous partitions, which have {size} replica(s).",
-                    Errors.INVALID_REPLICA_ASSIGNMENT,
-                )
+            by_index[index] = self._check_manual(index, replicas, size, view)
             size = len(replicas)
-            if not any(b in view.active for b in replicas):
-                raise KafkaError(
-                    f"All brokers specified in the manual partition assignment for partition {index} are fenced or "
-                    "in controlled shutdown.",
-                    Errors.INVALID_REPLICA_ASSIGNMENT,
-                )
-            by_index[index] = tuple(replicas)
         for i in range(len(by_index)):
             if i not in by_index:
                 raise KafkaError(
                     "partitions should be a consecutive 0-based integer sequence", Errors.INVALID_REPLICA_ASSIGNMENT
                 )
         return [by_index[i] for i in range(len(by_index))]
+
+    @staticmethod
+    def _check_manual(index: int, replicas: Sequence[int], size: int | None, view: _BrokerView) -> tuple[int, ...]:
+        """One partition's manual assignment, with Kafka's validateManualPartitionAssignment messages."""
+        if not replicas:
+            raise KafkaError(
+                "The manual partition assignment includes an empty replica list.", Errors.INVALID_REPLICA_ASSIGNMENT
+            )
+        previous = None
+        for broker in sorted(replicas):
+            if broker not in view.registered:
+                raise KafkaError(
+                    f"The manual partition assignment includes broker {broker}, but no such broker is registered.",
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                )
+            if broker == previous:
+                raise KafkaError(
+                    f"The manual partition assignment includes the broker {broker} more than once.",
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                )
+            previous = broker
+        if size is not None and len(replicas) != size:
+            raise KafkaError(
+                f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but this "
+                f"is not consistent with previous partitions, which have {size} replica(s).",
+                Errors.INVALID_REPLICA_ASSIGNMENT,
+            )
+        if not any(b in view.active for b in replicas):
+            raise KafkaError(
+                f"All brokers specified in the manual partition assignment for partition {index} are fenced or "
+                "in controlled shutdown.",
+                Errors.INVALID_REPLICA_ASSIGNMENT,
+            )
+        return tuple(replicas)
 
     def _brokers(self) -> _BrokerView:
         """Registered, active and usable brokers, derived once per change of the broker registry."""
@@ -327,31 +322,132 @@ class ReplicationControl:
             )
         return self._broker_view
 
-    # -- leadership moves when brokers come and go ------------------------------------------------------------
+    # -- DeleteTopics ----------------------------------------------------------------------------------------
 
-    def partition_moves(self, broker_id: int, removing: bool) -> list[ApiMessage]:
-        """PartitionChangeRecords for ``broker_id`` leaving (fenced / shutting down: off every ISR it is in, a new
-        leader where it led) or arriving (unfenced: it leads the leaderless partitions whose ISR holds it)."""
+    def delete_topics(self, topics: list[DeleteTopicState]) -> ControllerResult[list[DeleteTopicResult]]:
+        """Kafka's checks in Kafka's order (ControllerApis, then the controller): whole-request refusal when
+        deletion is disabled; per topic, name xor id, duplicates (every copy refused), unknown ids and names; one
+        RemoveTopicRecord per topic, all in one atomic batch. Replaying it removes partitions and configs too."""
+        if not self.settings.delete_topic_enable:
+            raise KafkaError("Topic deletion is disabled.", Errors.TOPIC_DELETION_DISABLED)
+        names = [t.name for t in topics if t.name is not None]
+        ids = [t.topic_id for t in topics if t.topic_id is not None]
+        twice_names = {n for n in names if names.count(n) > 1}
+        twice_ids = {i for i in ids if ids.count(i) > 1}
+        results: list[DeleteTopicResult] = []
         records: list[ApiMessage] = []
-        for (topic_id, index), p in sorted(self.partitions.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
-            if removing and broker_id in p.isr:
-                isr = [b for b in p.isr if b != broker_id] or list(p.isr)  # never empty an ISR (its data lives there)
-                leader = p.leader
-                if p.leader == broker_id:
-                    leader = next((b for b in p.replicas if b in isr and b != broker_id and self.cluster.active(b)), -1)
-                change = PartitionChangeRecord(partition_id=index, topic_id=topic_id)
-                if isr != list(p.isr):
-                    change.isr = isr
-                if leader != p.leader:
-                    change.leader = leader
-                if change.isr is not None or change.leader != NO_LEADER_CHANGE:
-                    records.append(change)
-            elif not removing and p.leader == NO_LEADER and broker_id in p.isr:
-                records.append(PartitionChangeRecord(partition_id=index, topic_id=topic_id, leader=broker_id))
-        return records
+        chosen: set[Uuid] = set()
+        for t in topics:
+            error = NO_ERROR
+            topic_id = t.topic_id
+            name = t.name
+            if name is None and topic_id is None:
+                error = ApiError(Errors.INVALID_REQUEST, "Neither topic name nor id were specified.")
+            elif name is not None and topic_id is not None:
+                error = ApiError(Errors.INVALID_REQUEST, "You may not specify both topic name and topic id.")
+            elif name in twice_names:
+                error = ApiError(Errors.INVALID_REQUEST, f"Duplicate topic name: {name}")
+            elif topic_id in twice_ids:
+                error = ApiError(Errors.INVALID_REQUEST, f"Duplicate topic id: {topic_id}")
+            elif topic_id is not None:
+                if topic_id == ZERO_UUID:
+                    error = ApiError(Errors.INVALID_REQUEST, f"topic_id: {topic_id} is not a valid topic id")
+                elif (info := self.topics.get(topic_id)) is None:
+                    error = ApiError(Errors.UNKNOWN_TOPIC_ID, f"topic_id: no topic has id {topic_id}")
+                else:
+                    name = info.name
+            else:
+                topic_id = self.topics_by_name.get(name)
+                if topic_id is None:
+                    error = ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+            if not error.failed and topic_id in chosen:
+                error = ApiError(
+                    Errors.INVALID_REQUEST,
+                    f"Topic '{name}' was named both by its name and by its id {topic_id}.",
+                )
+            if not error.failed:
+                chosen.add(topic_id)  # type: ignore[arg-type]
+                records.append(RemoveTopicRecord(topic_id=topic_id))
+            results.append(DeleteTopicResult(name, topic_id if not error.failed or t.topic_id else None, error))
+        if len(records) > MAX_RECORDS_PER_USER_OP:
+            excessive = ApiError(Errors.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+            return ControllerResult([], [DeleteTopicResult(r.name, r.topic_id, excessive) for r in results])
+        return ControllerResult(records, results)
 
-    def has_leaderships(self, broker_id: int) -> bool:
-        return any(p.leader == broker_id for p in self.partitions.values())
+    # -- CreatePartitions ------------------------------------------------------------------------------------
+
+    def create_partitions(
+        self, topics: list[NewPartitions], validate_only: bool
+    ) -> ControllerResult[list[CreatePartitionsResult]]:
+        """Grow topics to ``count`` partitions each (others proceed when one fails); new partitions keep the
+        topic's replication factor and are placed as CreateTopics places them, or manually."""
+        seen: dict[str, int] = {}
+        for t in topics:
+            seen[t.name] = seen.get(t.name, 0) + 1
+        records: list[ApiMessage] = []
+        results: list[CreatePartitionsResult] = []
+        brokers = self._brokers()
+        for t in topics:
+            if seen[t.name] > 1:
+                duplicate = ApiError(Errors.INVALID_REQUEST, "Duplicate topic name.")
+                results.append(CreatePartitionsResult(t.name, duplicate))
+                continue
+            mine: list[ApiMessage] = []
+            try:
+                self._create_partitions(t, mine, brokers)
+            except KafkaError as e:
+                results.append(CreatePartitionsResult(t.name, ApiError.of(e)))
+                continue
+            if len(records) + len(mine) > MAX_RECORDS_PER_USER_OP:
+                excessive = ApiError(Errors.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+                results.append(CreatePartitionsResult(t.name, excessive))
+                continue
+            records += mine
+            results.append(CreatePartitionsResult(t.name))
+        return ControllerResult([] if validate_only else records, results)
+
+    def _create_partitions(self, t: NewPartitions, records: list[ApiMessage], brokers: _BrokerView) -> None:
+        topic_id = self.topics_by_name.get(t.name)
+        if topic_id is None:
+            raise KafkaError(f"Topic '{t.name}' does not exist.", Errors.UNKNOWN_TOPIC_OR_PARTITION)
+        current = self.partition_count(topic_id)
+        if t.count == current:
+            raise KafkaError(f"Topic already has {current} partition(s).", Errors.INVALID_PARTITIONS)
+        if t.count < current:
+            raise KafkaError(
+                f"The topic {t.name} currently has {current} partition(s); {t.count} would not be an increase.",
+                Errors.INVALID_PARTITIONS,
+            )
+        added = t.count - current
+        replication_factor = len(self.partitions[(topic_id, 0)].replicas)
+        if t.assignments is not None:
+            if len(t.assignments) != added:
+                raise KafkaError(
+                    f"Attempted to add {added} additional partition(s), but only {len(t.assignments)} assignment(s) "
+                    "were specified.",
+                    Errors.INVALID_REPLICA_ASSIGNMENT,
+                )
+            assignment = [
+                self._check_manual(current + i, replicas, replication_factor, brokers)
+                for i, replicas in enumerate(t.assignments)
+            ]
+        else:
+            try:
+                assignment = [tuple(r) for r in self.placer.place(added, replication_factor, brokers.usable)]
+            except PlacementError as e:
+                raise KafkaError(
+                    f"Unable to replicate the partition {replication_factor} time(s): {e}",
+                    Errors.INVALID_REPLICATION_FACTOR,
+                ) from None
+        for i, replicas in enumerate(assignment):
+            isr = [b for b in replicas if b in brokers.active]
+            if not isr:
+                raise KafkaError(
+                    f"Unable to replicate the partition {replication_factor} time(s): All brokers are currently "
+                    "fenced or in controlled shutdown.",
+                    Errors.INVALID_REPLICATION_FACTOR,
+                )
+            records.append(_partition_record(topic_id, current + i, replicas, isr))
 
     # -- replay ------------------------------------------------------------------------------------------------
 
@@ -381,7 +477,7 @@ class ReplicationControl:
             p = self.partitions.get(key)
             if p is None:
                 raise KafkaError(f"PartitionChangeRecord at offset {offset} names unknown partition {key}")
-            self.partitions[key] = _merge(p, record)
+            self.partitions[key] = merge(p, record)
         elif isinstance(record, ConfigRecord):
             key = (record.resource_type, record.resource_name)
             current = dict(self.configs.get(key, ()))
@@ -393,7 +489,7 @@ class ReplicationControl:
         elif isinstance(record, RemoveTopicRecord):
             topic = self.topics.get(record.topic_id)
             if topic is None:
-                return
+                raise KafkaError(f"RemoveTopicRecord at offset {offset} names unknown topic id {record.topic_id}")
             for i in range(self.partition_count(record.topic_id)):
                 del self.partitions[(record.topic_id, i)]
             del self.topics[record.topic_id]
@@ -407,22 +503,15 @@ class ReplicationControl:
                 del self._colliding[key]
 
 
-def _merge(p: PartitionRegistration, change: PartitionChangeRecord) -> PartitionRegistration:
-    """Apply a PartitionChangeRecord as Kafka's PartitionRegistration.merge does: a new leader bumps the leader
-    epoch; every change bumps the partition epoch."""
-    leader, leader_epoch = p.leader, p.leader_epoch
-    if change.leader != NO_LEADER_CHANGE:
-        leader, leader_epoch = change.leader, p.leader_epoch + 1
-    return p._replace(
-        replicas=tuple(change.replicas) if change.replicas is not None else p.replicas,
-        isr=tuple(change.isr) if change.isr is not None else p.isr,
-        removing=tuple(change.removing_replicas) if change.removing_replicas is not None else p.removing,
-        adding=tuple(change.adding_replicas) if change.adding_replicas is not None else p.adding,
-        leader=leader,
-        leader_epoch=leader_epoch,
-        partition_epoch=p.partition_epoch + 1,
-        leader_recovery_state=p.leader_recovery_state
-        if change.leader_recovery_state == -1
-        else change.leader_recovery_state,
-        directories=tuple(change.directories) if change.directories is not None else p.directories,
+def _partition_record(topic_id: Uuid, index: int, replicas: Sequence[int], isr: list[int]) -> PartitionRecord:
+    """A new partition: led by the first live replica, epochs 0, recovered."""
+    return PartitionRecord(
+        partition_id=index,
+        topic_id=topic_id,
+        replicas=list(replicas),
+        isr=isr,
+        leader=isr[0],
+        leader_epoch=0,
+        partition_epoch=0,
+        directories=[METADATA_TOPIC_ID] * len(replicas),  # Kafka's DirectoryId.UNASSIGNED
     )

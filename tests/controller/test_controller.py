@@ -555,7 +555,7 @@ async def test_controlled_shutdown_moves_leaderships_then_says_shut_down(log: Sh
     [cs2] = (await partitions_of(ctl, "cs2")).values()
     assert (cs.leader, cs.isr) == (2, (2, 3))
     assert (cs2.leader, cs2.isr) == (2, (2,))
-    assert not ctl.replication.has_leaderships(1)
+    assert not ctl.replication.elections.has_leaderships(1)
     # a broker shutting down gets no new replicas
     [r] = await ctl.create_topics([NewTopic("later", 12, 2)])
     assert r.error.code == Errors.NONE
