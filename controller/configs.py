@@ -3,6 +3,7 @@ and validators, so CreateTopics rejects exactly what Kafka's controller rejects,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +12,7 @@ from quorum.errors import Errors, KafkaError
 
 TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC, as written in ConfigRecord.ResourceType
 LONG_MAX = 2**63 - 1
+_INTEGER = re.compile(r"[+-]?\d+")
 
 # ConfigSource ids of DescribeConfigs / CreateTopics responses.
 DYNAMIC_TOPIC_CONFIG = 1
@@ -35,6 +37,8 @@ class ConfigDef:
         try:
             value: Any
             if self.type in ("int", "long"):
+                if not _INTEGER.fullmatch(text):  # Java's parseInt/parseLong: no "1_000", no "1.0"
+                    raise ValueError
                 value = int(text)
                 bound = 2**31 if self.type == "int" else 2**63
                 if not -bound <= value < bound:
@@ -48,11 +52,11 @@ class ConfigDef:
             elif self.type == "list":
                 value = [part.strip() for part in text.split(",")] if text else []
             else:
-                value = raw
+                value = text  # Kafka trims strings too
         except ValueError:
             kind = {"int": "INT", "long": "LONG", "double": "DOUBLE", "boolean": "BOOLEAN"}.get(self.type, self.type)
             raise InvalidConfigError(
-                f"Invalid value {raw} for configuration {self.name}: Expected value to be a {kind.lower()}"
+                f"Invalid value {raw} for configuration {self.name}: Expected value to be either true or false"
                 if kind == "BOOLEAN"
                 else f"Invalid value {raw} for configuration {self.name}: Not a number of type {kind}"
             ) from None
