@@ -74,6 +74,9 @@ CONTROLLER_CONFIGS = {  # Kafka config name -> (ControllerSettings field, type)
     "broker.session.timeout.ms": ("session_timeout_ms", int),
     "metadata.max.idle.interval.ms": ("max_idle_interval_ms", int),
     "replica.placement.strategy": ("replica_placer", str),  # pykraft's: striped (Kafka's KRaft) | rack-unaware
+    "delete.topic.enable": ("delete_topic_enable", bool),
+    "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", bool),
+    "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_s", int),
 }
 
 
@@ -94,11 +97,14 @@ def int_property(props: dict[str, str], name: str, default: int) -> int:
 def controller_settings(props: dict[str, str]) -> ControllerSettings:
     kwargs: dict[str, object] = {}
     for name, (attr, kind) in CONTROLLER_CONFIGS.items():
-        if name in props:
-            try:
-                kwargs[attr] = kind(props[name])
-            except ValueError:
-                raise ValueError(f"{name} must be an integer, got {props[name]!r}") from None
+        if name not in props:
+            continue
+        if kind is bool:
+            kwargs[attr] = bool_property(props, name, True)
+        elif kind is int:
+            kwargs[attr] = int_property(props, name, 0)
+        else:
+            kwargs[attr] = props[name]
     settings = ControllerSettings(**kwargs)  # type: ignore[arg-type]
     if settings.replica_placer not in PLACERS:
         raise ValueError(
@@ -106,6 +112,8 @@ def controller_settings(props: dict[str, str]) -> ControllerSettings:
         )
     if settings.num_partitions < 1 or settings.default_replication_factor < 1:
         raise ValueError("num.partitions and default.replication.factor must be at least 1")
+    if settings.leader_imbalance_check_interval_s < 1:
+        raise ValueError("leader.imbalance.check.interval.seconds must be at least 1")
     return settings
 
 

@@ -60,3 +60,34 @@ def test_bad_values_are_config_errors_naming_the_property(tmp_path: Path, overri
 def test_missing_config_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"--config .*missing\.properties"):
         settings(tmp_path, "--config", str(tmp_path / "missing.properties"))
+
+
+def test_lifecycle_settings_take_kafkas_names_and_refuse_bad_values() -> None:
+    from pykraft.node import controller_settings
+
+    s = controller_settings(
+        {
+            "delete.topic.enable": "false",
+            "auto.leader.rebalance.enable": "FALSE",
+            "leader.imbalance.check.interval.seconds": "30",
+        }
+    )
+    assert (s.delete_topic_enable, s.auto_leader_rebalance_enable, s.leader_imbalance_check_interval_s) == (
+        False,
+        False,
+        30,
+    )
+    defaults = controller_settings({})
+    assert (defaults.delete_topic_enable, defaults.auto_leader_rebalance_enable) == (True, True)
+    assert defaults.leader_imbalance_check_interval_s == 300
+    for name, value, words in (
+        ("delete.topic.enable", "yes", "delete.topic.enable must be true or false"),
+        ("leader.imbalance.check.interval.seconds", "soon", "must be an integer"),
+        ("leader.imbalance.check.interval.seconds", "0", "must be at least 1"),
+    ):
+        try:
+            controller_settings({name: value})
+        except ValueError as e:
+            assert words in str(e), e
+        else:
+            raise AssertionError(f"{name}={value} was accepted")
