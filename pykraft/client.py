@@ -24,9 +24,18 @@ from typing import Any, TypeVar
 import grpc
 
 from controller.requests import (
+    AlterConfigsResource,
     AlterPartitionResponse,
     AlterPartitionResult,
     AlterPartitionTopic,
+    ConfigEntry,
+    ConfigResource,
+    ConfigResourceResult,
+    ConfigSynonym,
+    CreatePartitionsResult,
+    DeleteTopicResult,
+    DescribeConfigsResult,
+    ElectionResult,
 )
 from controller.results import NO_ERROR, ApiError
 from pykraft.api import controller_pb2 as pb
@@ -79,6 +88,9 @@ class PartitionInfo:
     replicas: list[int]
     isr: list[int]
     offline_replicas: list[int]
+    leader_recovery_state: int = 0  # 1: RECOVERING, after an unclean election
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -89,6 +101,15 @@ class TopicDescription:
     error_message: str
     partitions: list[PartitionInfo]
     configs: dict[str, str]
+
+
+@dataclass(frozen=True)
+class NewPartitions:
+    """Kafka's NewPartitions.increaseTo(total_count, new_assignments): the topic's new partition count and, for
+    a manual assignment, one broker list per new partition (None: the controller places them)."""
+
+    total_count: int
+    new_assignments: list[list[int]] | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +128,11 @@ class ClusterDescription:
     cluster_id: str
     controller_id: int
     brokers: list[BrokerInfo]
+
+
+# Kafka's DescribeConfigs ConfigType ids, as the controller names the types.
+_CONFIG_TYPE_NAMES = {1: "boolean", 2: "string", 3: "int", 4: "short", 5: "long", 6: "double", 7: "list", 8: "class"}
+_CONFIG_TYPE_NAMES[9] = "password"
 
 
 def _api_error(code: int, message: str) -> ApiError:
@@ -261,6 +287,9 @@ class AdminClient:
                         list(p.replicas),
                         list(p.isr),
                         list(p.offline_replicas),
+                        p.leader_recovery_state,
+                        list(p.adding_replicas),
+                        list(p.removing_replicas),
                     )
                     for p in t.partitions
                 ],
@@ -269,8 +298,136 @@ class AdminClient:
             for t in response.topics
         ]
 
+    async def delete_topics(
+        self, topics: list[str], *, topic_ids: list[str] | None = None, timeout_ms: int | None = None
+    ) -> list[DeleteTopicResult]:
+        """Delete topics by name and/or by id (base64url); one result per topic named, in request order."""
+        request = pb.DeleteTopicsRequest(timeout_ms=timeout_ms or self.request_timeout_ms)
+        for name in topics:
+            request.topics.add(name=name)
+        for topic_id in topic_ids or []:
+            request.topics.add(topic_id=topic_id)
+        response = await self._call("DeleteTopics", request, timeout_ms)
+        self._check(response, "DeleteTopics")
+        return [
+            DeleteTopicResult(
+                r.name if r.HasField("name") else None,
+                Uuid(r.topic_id) if r.topic_id else None,
+                _api_error(r.error_code, r.error_message),
+            )
+            for r in response.responses
+        ]
+
+    async def create_partitions(
+        self, new_partitions: dict[str, NewPartitions], *, validate_only: bool = False, timeout_ms: int | None = None
+    ) -> dict[str, CreatePartitionsResult]:
+        """Raise topics' partition counts (Kafka's createPartitions); per-topic results by name."""
+        request = pb.CreatePartitionsRequest(
+            validate_only=validate_only, timeout_ms=timeout_ms or self.request_timeout_ms
+        )
+        for name, n in new_partitions.items():
+            topic = request.topics.add(name=name, count=n.total_count)
+            if n.new_assignments is not None:
+                topic.assignments.SetInParent()  # present even when empty: [] is not null
+                for brokers in n.new_assignments:
+                    topic.assignments.assignments.add(broker_ids=brokers)
+        response = await self._call("CreatePartitions", request, timeout_ms)
+        self._check(response, "CreatePartitions")
+        return {
+            r.name: CreatePartitionsResult(r.name, _api_error(r.error_code, r.error_message)) for r in response.results
+        }
+
+    async def elect_leaders(
+        self, election_type: int, topic_partitions: list[tuple[str, int]] | None, *, timeout_ms: int | None = None
+    ) -> list[ElectionResult]:
+        """Kafka's electLeaders: ``election_type`` an ElectionType (0 preferred, 1 unclean); ``topic_partitions``
+        None elects for every partition (results then leave out those whose leader needs no election)."""
+        request = pb.ElectLeadersRequest(
+            election_type=int(election_type), timeout_ms=timeout_ms or max(self.request_timeout_ms, 60_000)
+        )
+        if topic_partitions is not None:
+            request.topic_partitions.SetInParent()
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in topic_partitions:
+                by_topic.setdefault(topic, []).append(partition)
+            for topic, partitions in by_topic.items():
+                request.topic_partitions.topics.add(topic=topic, partitions=partitions)
+        response = await self._call("ElectLeaders", request, timeout_ms)
+        self._check(response, "ElectLeaders")
+        return [
+            ElectionResult(t.topic, p.partition_id, _api_error(p.error_code, p.error_message))
+            for t in response.replica_election_results
+            for p in t.partition_result
+        ]
+
     async def list_topics(self, timeout_ms: int | None = None) -> list[str]:
         return [t.name for t in await self.describe_topics(None, timeout_ms)]
+
+    # -- configs ---------------------------------------------------------------------------------------------
+
+    async def incremental_alter_configs(
+        self, resources: list[AlterConfigsResource], *, validate_only: bool = False, timeout_ms: int | None = None
+    ) -> list[ConfigResourceResult]:
+        """Set, delete, append to or subtract from configs of topics and brokers; one result per resource."""
+        request = pb.IncrementalAlterConfigsRequest(
+            validate_only=validate_only, timeout_ms=timeout_ms or self.request_timeout_ms
+        )
+        for r in resources:
+            resource = request.resources.add(resource_type=int(r.resource_type), resource_name=r.resource_name)
+            for c in r.configs:
+                resource.configs.add(name=c.name, config_operation=int(c.op), value=c.value)
+        response = await self._call("IncrementalAlterConfigs", request, timeout_ms)
+        self._check(response, "IncrementalAlterConfigs")
+        return [
+            ConfigResourceResult(r.resource_type, r.resource_name, _api_error(r.error_code, r.error_message))
+            for r in response.responses
+        ]
+
+    async def describe_configs(
+        self,
+        resources: list[ConfigResource],
+        *,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+        timeout_ms: int | None = None,
+    ) -> list[DescribeConfigsResult]:
+        """Each resource's configs (all of them, or the ``keys`` asked for), with their sources."""
+        request = pb.DescribeConfigsRequest(
+            include_synonyms=include_synonyms,
+            include_documentation=include_documentation,
+            timeout_ms=timeout_ms or self.request_timeout_ms,
+        )
+        for r in resources:
+            resource = request.resources.add(resource_type=int(r.resource_type), resource_name=r.resource_name)
+            if r.keys is not None:
+                resource.configuration_keys.SetInParent()
+                resource.configuration_keys.keys.extend(r.keys)
+        response = await self._call("DescribeConfigs", request, timeout_ms)
+        self._check(response, "DescribeConfigs")
+        return [
+            DescribeConfigsResult(
+                r.resource_type,
+                r.resource_name,
+                _api_error(r.error_code, r.error_message),
+                tuple(
+                    ConfigEntry(
+                        c.name,
+                        c.value if c.HasField("value") else None,
+                        c.config_source,
+                        c.read_only,
+                        c.is_sensitive,
+                        tuple(
+                            ConfigSynonym(y.name, y.value if y.HasField("value") else None, y.source)
+                            for y in c.synonyms
+                        ),
+                        _CONFIG_TYPE_NAMES.get(c.config_type, "unknown"),
+                        c.documentation if c.HasField("documentation") else None,
+                    )
+                    for c in r.configs
+                ),
+            )
+            for r in response.results
+        ]
 
     async def describe_cluster(self, timeout_ms: int | None = None) -> ClusterDescription:
         response = await self._call("DescribeCluster", pb.DescribeClusterRequest(), timeout_ms)

@@ -2,12 +2,12 @@
 
 Request fields are checked here first (a message that names the field and value); Kafka's rules live in the
 controller. A node that is not the active controller answers NOT_CONTROLLER with the controller's id and endpoint.
-Every request is logged as one structured event: what was asked, the result codes, the latency.
+Every request is logged as one structured event: what was asked, the result codes, the latency. The requests of
+a partition's life after creation, and the config requests, are in :mod:`pykraft.lifecycle_service`.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -18,24 +18,18 @@ import structlog
 from controller.cluster_control import Endpoint, HeartbeatRequest, RegisterBrokerRequest
 from controller.quorum_controller import NotControllerError, QuorumController
 from controller.replication_control import NewTopic
-from controller.requests import AlterPartitionData, AlterPartitionResponse, AlterPartitionTopic
 from pykraft.api import controller_pb2 as pb
 from pykraft.api import controller_pb2_grpc as pb_grpc
+from pykraft.lifecycle_service import LifecycleServicer, RequestError
 from quorum.errors import Errors, KafkaError
 from quorum.log.message import Uuid
 from quorum.raft.config import VoterAddress
 
 log = structlog.get_logger("pykraft.service")
 R = TypeVar("R")
-DEFAULT_TIMEOUT_MS = 30_000
-_UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")  # Kafka's Uuid.toString(): 16 bytes, base64url, no padding
 
 
-class RequestError(KafkaError):
-    """A request-level problem found before the controller saw the request."""
-
-
-class ControllerService(pb_grpc.ControllerServicer):
+class ControllerService(LifecycleServicer, pb_grpc.ControllerServicer):
     def __init__(self, controller: QuorumController, cluster_id: str, voters: dict[int, VoterAddress]) -> None:
         self.controller = controller
         self.cluster_id = cluster_id
@@ -83,25 +77,6 @@ class ControllerService(pb_grpc.ControllerServicer):
             **fields,
         )
         return response
-
-    @staticmethod
-    def _timeout(timeout_ms: int) -> int:
-        if timeout_ms < 0:
-            raise RequestError(f"timeout_ms: {timeout_ms} is negative", Errors.INVALID_REQUEST)
-        return timeout_ms or DEFAULT_TIMEOUT_MS
-
-    @staticmethod
-    def _topic_id(text: str, field: str) -> Uuid:
-        """A topic id as Kafka prints it (22 base64url characters); anything else is INVALID_REQUEST."""
-        if not _UUID_TEXT.fullmatch(text):
-            raise RequestError(f"{field}: {text!r} is not a base64url topic id", Errors.INVALID_REQUEST)
-        return Uuid(text)
-
-    @staticmethod
-    def _partition_index(index: int, field: str) -> int:
-        if index < 0:
-            raise RequestError(f"{field}: partition index {index} is negative", Errors.INVALID_REQUEST)
-        return index
 
     # -- CreateTopics ----------------------------------------------------------------------------------------
 
@@ -188,6 +163,9 @@ class ControllerService(pb_grpc.ControllerServicer):
                         replicas=p.replicas,
                         isr=p.isr,
                         offline_replicas=[r for r in p.replicas if r in fenced],
+                        leader_recovery_state=p.leader_recovery_state,
+                        adding_replicas=p.adding,
+                        removing_replicas=p.removing,
                     )
                 t.configs.update(dict(d.configs))
             return out
@@ -273,69 +251,3 @@ class ControllerService(pb_grpc.ControllerServicer):
             )
 
         return await self._serve("BrokerHeartbeat", pb.BrokerHeartbeatResponse, call, broker_id=request.broker_id)
-
-    async def AlterPartition(
-        self, request: pb.AlterPartitionRequest, context: grpc.aio.ServicerContext
-    ) -> pb.AlterPartitionResponse:
-        async def call() -> pb.AlterPartitionResponse:
-            timeout = self._timeout(request.timeout_ms)
-            topics = []
-            for i, t in enumerate(request.topics):
-                topic_id = self._topic_id(t.topic_id, f"topics[{i}].topic_id")
-                partitions = []
-                for j, p in enumerate(t.partitions):
-                    where = f"topics[{i}].partitions[{j}]"
-                    self._partition_index(p.partition_index, f"{where}.partition_index")
-                    if p.leader_recovery_state not in (0, 1):
-                        raise RequestError(
-                            f"{where}.leader_recovery_state: {p.leader_recovery_state} is not 0 (RECOVERED) or "
-                            "1 (RECOVERING)",
-                            Errors.INVALID_REQUEST,
-                        )
-                    partitions.append(
-                        AlterPartitionData(
-                            partition_index=p.partition_index,
-                            leader_epoch=p.leader_epoch,
-                            new_isr=tuple((b.broker_id, b.broker_epoch) for b in p.new_isr_with_epochs),
-                            partition_epoch=p.partition_epoch,
-                            leader_recovery_state=p.leader_recovery_state,
-                        )
-                    )
-                topics.append(AlterPartitionTopic(topic_id, tuple(partitions)))
-            answer: AlterPartitionResponse = await self.controller.alter_partition(
-                request.broker_id, request.broker_epoch, topics, timeout_ms=timeout
-            )
-            out = pb.AlterPartitionResponse(error_code=int(answer.error.code), error_message=answer.error.message or "")
-            by_topic: dict[bytes, pb.AlterPartitionResponse.TopicData] = {}
-            for r in answer.partitions:
-                topic = by_topic.get(r.topic_id)
-                if topic is None:
-                    topic = by_topic[r.topic_id] = out.topics.add(topic_id=str(r.topic_id))
-                topic.partitions.add(
-                    partition_index=r.partition_index,
-                    error_code=int(r.error.code),
-                    error_message=r.error.message or "",
-                    leader_id=r.leader_id,
-                    leader_epoch=r.leader_epoch,
-                    isr=r.isr,
-                    leader_recovery_state=r.leader_recovery_state,
-                    partition_epoch=r.partition_epoch,
-                )
-            return out
-
-        def summarize(response: pb.AlterPartitionResponse) -> dict[str, Any]:
-            results = [(t.topic_id, p.partition_index, p.error_code) for t in response.topics for p in t.partitions]
-            return {
-                "results": [f"{t}-{p}:{code}" for t, p, code in results[:20]],
-                "failed": sum(1 for *_, code in results if code),
-            }
-
-        return await self._serve(
-            "AlterPartition",
-            pb.AlterPartitionResponse,
-            call,
-            summarize,
-            broker_id=request.broker_id,
-            broker_epoch=request.broker_epoch,
-            partition_count=sum(len(t.partitions) for t in request.topics),
-        )

@@ -64,6 +64,31 @@ class ControllerStub(object):
                 request_serializer=pykraft_dot_api_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
                 response_deserializer=pykraft_dot_api_dot_controller__pb2.AlterPartitionResponse.FromString,
                 _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/pykraft.controller.v1.Controller/ElectLeaders',
+                request_serializer=pykraft_dot_api_dot_controller__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=pykraft_dot_api_dot_controller__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
+        self.DeleteTopics = channel.unary_unary(
+                '/pykraft.controller.v1.Controller/DeleteTopics',
+                request_serializer=pykraft_dot_api_dot_controller__pb2.DeleteTopicsRequest.SerializeToString,
+                response_deserializer=pykraft_dot_api_dot_controller__pb2.DeleteTopicsResponse.FromString,
+                _registered_method=True)
+        self.CreatePartitions = channel.unary_unary(
+                '/pykraft.controller.v1.Controller/CreatePartitions',
+                request_serializer=pykraft_dot_api_dot_controller__pb2.CreatePartitionsRequest.SerializeToString,
+                response_deserializer=pykraft_dot_api_dot_controller__pb2.CreatePartitionsResponse.FromString,
+                _registered_method=True)
+        self.IncrementalAlterConfigs = channel.unary_unary(
+                '/pykraft.controller.v1.Controller/IncrementalAlterConfigs',
+                request_serializer=pykraft_dot_api_dot_controller__pb2.IncrementalAlterConfigsRequest.SerializeToString,
+                response_deserializer=pykraft_dot_api_dot_controller__pb2.IncrementalAlterConfigsResponse.FromString,
+                _registered_method=True)
+        self.DescribeConfigs = channel.unary_unary(
+                '/pykraft.controller.v1.Controller/DescribeConfigs',
+                request_serializer=pykraft_dot_api_dot_controller__pb2.DescribeConfigsRequest.SerializeToString,
+                response_deserializer=pykraft_dot_api_dot_controller__pb2.DescribeConfigsResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer(object):
@@ -105,6 +130,36 @@ class ControllerServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ElectLeaders(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteTopics(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreatePartitions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def IncrementalAlterConfigs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeConfigs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -137,6 +192,31 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.AlterPartition,
                     request_deserializer=pykraft_dot_api_dot_controller__pb2.AlterPartitionRequest.FromString,
                     response_serializer=pykraft_dot_api_dot_controller__pb2.AlterPartitionResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=pykraft_dot_api_dot_controller__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=pykraft_dot_api_dot_controller__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'DeleteTopics': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTopics,
+                    request_deserializer=pykraft_dot_api_dot_controller__pb2.DeleteTopicsRequest.FromString,
+                    response_serializer=pykraft_dot_api_dot_controller__pb2.DeleteTopicsResponse.SerializeToString,
+            ),
+            'CreatePartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreatePartitions,
+                    request_deserializer=pykraft_dot_api_dot_controller__pb2.CreatePartitionsRequest.FromString,
+                    response_serializer=pykraft_dot_api_dot_controller__pb2.CreatePartitionsResponse.SerializeToString,
+            ),
+            'IncrementalAlterConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.IncrementalAlterConfigs,
+                    request_deserializer=pykraft_dot_api_dot_controller__pb2.IncrementalAlterConfigsRequest.FromString,
+                    response_serializer=pykraft_dot_api_dot_controller__pb2.IncrementalAlterConfigsResponse.SerializeToString,
+            ),
+            'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeConfigs,
+                    request_deserializer=pykraft_dot_api_dot_controller__pb2.DescribeConfigsRequest.FromString,
+                    response_serializer=pykraft_dot_api_dot_controller__pb2.DescribeConfigsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -301,6 +381,141 @@ class Controller(object):
             '/pykraft.controller.v1.Controller/AlterPartition',
             pykraft_dot_api_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
             pykraft_dot_api_dot_controller__pb2.AlterPartitionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.controller.v1.Controller/ElectLeaders',
+            pykraft_dot_api_dot_controller__pb2.ElectLeadersRequest.SerializeToString,
+            pykraft_dot_api_dot_controller__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.controller.v1.Controller/DeleteTopics',
+            pykraft_dot_api_dot_controller__pb2.DeleteTopicsRequest.SerializeToString,
+            pykraft_dot_api_dot_controller__pb2.DeleteTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreatePartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.controller.v1.Controller/CreatePartitions',
+            pykraft_dot_api_dot_controller__pb2.CreatePartitionsRequest.SerializeToString,
+            pykraft_dot_api_dot_controller__pb2.CreatePartitionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IncrementalAlterConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.controller.v1.Controller/IncrementalAlterConfigs',
+            pykraft_dot_api_dot_controller__pb2.IncrementalAlterConfigsRequest.SerializeToString,
+            pykraft_dot_api_dot_controller__pb2.IncrementalAlterConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.controller.v1.Controller/DescribeConfigs',
+            pykraft_dot_api_dot_controller__pb2.DescribeConfigsRequest.SerializeToString,
+            pykraft_dot_api_dot_controller__pb2.DescribeConfigsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,377 @@
+"""The Controller service's requests for a partition's life after creation — AlterPartition, ElectLeaders,
+DeleteTopics, CreatePartitions — and for configs: IncrementalAlterConfigs, DescribeConfigs.
+
+Protobuf in, controller/requests.py values to the QuorumController, protobuf out. As for every request of the
+service, fields are checked here first (INVALID_REQUEST with a message naming the field and value: a topic id
+that is not base64url, a negative partition index, an empty topic name); Kafka's own rules live in the controller.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import grpc
+
+from controller.requests import (
+    AlterableConfig,
+    AlterConfigsResource,
+    AlterPartitionData,
+    AlterPartitionResponse,
+    AlterPartitionTopic,
+    ConfigResource,
+    DeleteTopicState,
+    ElectionType,
+    NewPartitions,
+)
+from pykraft.api import controller_pb2 as pb
+from quorum.errors import Errors, KafkaError
+from quorum.log.message import ZERO_UUID, Uuid
+
+if TYPE_CHECKING:
+    from controller.quorum_controller import QuorumController
+
+R = TypeVar("R")
+DEFAULT_TIMEOUT_MS = 30_000
+ELECTION_TIMEOUT_MS = 60_000  # ElectLeaders' default in Kafka's schema
+_UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")  # Kafka's Uuid.toString(): 16 bytes, base64url, no padding
+# Kafka's DescribeConfigs ConfigType ids, by the controller's type names.
+CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8}
+CONFIG_TYPES["password"] = 9
+
+
+class RequestError(KafkaError):
+    """A request-level problem found before the controller saw the request."""
+
+
+class LifecycleServicer:
+    """Part of :class:`pykraft.service.ControllerService` (which provides ``controller`` and ``_serve``)."""
+
+    controller: QuorumController
+
+    if TYPE_CHECKING:
+
+        async def _serve(
+            self,
+            name: str,
+            response_type: type[R],
+            call: Callable[[], Awaitable[R]],
+            summarize: Callable[[R], dict[str, Any]] | None = None,
+            **fields: Any,
+        ) -> R: ...
+
+    @staticmethod
+    def _timeout(timeout_ms: int, default: int = DEFAULT_TIMEOUT_MS) -> int:
+        if timeout_ms < 0:
+            raise RequestError(f"timeout_ms: {timeout_ms} is negative", Errors.INVALID_REQUEST)
+        return timeout_ms or default
+
+    @staticmethod
+    def _topic_id(text: str, field: str) -> Uuid:
+        """A topic id as Kafka prints it (22 base64url characters); anything else is INVALID_REQUEST."""
+        if not _UUID_TEXT.fullmatch(text):
+            raise RequestError(f"{field}: {text!r} is not a base64url topic id", Errors.INVALID_REQUEST)
+        return Uuid(text)
+
+    @staticmethod
+    def _partition_index(index: int, field: str) -> int:
+        if index < 0:
+            raise RequestError(f"{field}: partition index {index} is negative", Errors.INVALID_REQUEST)
+        return index
+
+    @staticmethod
+    def _name(name: str, field: str) -> str:
+        if not name:
+            raise RequestError(f"{field}: the topic name is empty", Errors.INVALID_REQUEST)
+        return name
+
+    # -- AlterPartition (from partition leaders) -----------------------------------------------------------
+
+    async def AlterPartition(
+        self, request: pb.AlterPartitionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AlterPartitionResponse:
+        async def call() -> pb.AlterPartitionResponse:
+            timeout = self._timeout(request.timeout_ms)
+            topics = []
+            for i, t in enumerate(request.topics):
+                topic_id = self._topic_id(t.topic_id, f"topics[{i}].topic_id")
+                partitions = []
+                for j, p in enumerate(t.partitions):
+                    where = f"topics[{i}].partitions[{j}]"
+                    self._partition_index(p.partition_index, f"{where}.partition_index")
+                    if p.leader_recovery_state not in (0, 1):
+                        raise RequestError(
+                            f"{where}.leader_recovery_state: {p.leader_recovery_state} is not 0 (RECOVERED) or "
+                            "1 (RECOVERING)",
+                            Errors.INVALID_REQUEST,
+                        )
+                    partitions.append(
+                        AlterPartitionData(
+                            partition_index=p.partition_index,
+                            leader_epoch=p.leader_epoch,
+                            new_isr=tuple((b.broker_id, b.broker_epoch) for b in p.new_isr_with_epochs),
+                            partition_epoch=p.partition_epoch,
+                            leader_recovery_state=p.leader_recovery_state,
+                        )
+                    )
+                topics.append(AlterPartitionTopic(topic_id, tuple(partitions)))
+            answer: AlterPartitionResponse = await self.controller.alter_partition(
+                request.broker_id, request.broker_epoch, topics, timeout_ms=timeout
+            )
+            out = pb.AlterPartitionResponse(error_code=int(answer.error.code), error_message=answer.error.message or "")
+            by_topic: dict[bytes, pb.AlterPartitionResponse.TopicData] = {}
+            for r in answer.partitions:
+                topic = by_topic.get(r.topic_id)
+                if topic is None:
+                    topic = by_topic[r.topic_id] = out.topics.add(topic_id=str(r.topic_id))
+                topic.partitions.add(
+                    partition_index=r.partition_index,
+                    error_code=int(r.error.code),
+                    error_message=r.error.message or "",
+                    leader_id=r.leader_id,
+                    leader_epoch=r.leader_epoch,
+                    isr=r.isr,
+                    leader_recovery_state=r.leader_recovery_state,
+                    partition_epoch=r.partition_epoch,
+                )
+            return out
+
+        def summarize(response: pb.AlterPartitionResponse) -> dict[str, Any]:
+            results = [(t.topic_id, p.partition_index, p.error_code) for t in response.topics for p in t.partitions]
+            return {
+                "results": [f"{t}-{p}:{code}" for t, p, code in results[:20]],
+                "failed": sum(1 for *_, code in results if code),
+            }
+
+        return await self._serve(
+            "AlterPartition",
+            pb.AlterPartitionResponse,
+            call,
+            summarize,
+            broker_id=request.broker_id,
+            broker_epoch=request.broker_epoch,
+            partition_count=sum(len(t.partitions) for t in request.topics),
+        )
+
+    # -- a partition's life after creation -------------------------------------------------------------------
+
+    async def ElectLeaders(
+        self, request: pb.ElectLeadersRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ElectLeadersResponse:
+        async def call() -> pb.ElectLeadersResponse:
+            timeout = self._timeout(request.timeout_ms, ELECTION_TIMEOUT_MS)
+            if request.election_type not in tuple(ElectionType):
+                raise RequestError(
+                    f"election_type: {request.election_type} is not 0 (PREFERRED) or 1 (UNCLEAN)",
+                    Errors.INVALID_REQUEST,
+                )
+            partitions: list[tuple[str, int]] | None = None
+            if request.HasField("topic_partitions"):
+                partitions = []
+                for i, t in enumerate(request.topic_partitions.topics):
+                    where = f"topic_partitions[{i}]"
+                    self._name(t.topic, f"{where}.topic")
+                    for j, index in enumerate(t.partitions):
+                        partitions.append((t.topic, self._partition_index(index, f"{where}.partitions[{j}]")))
+            results = await self.controller.elect_leaders(request.election_type, partitions, timeout_ms=timeout)
+            out = pb.ElectLeadersResponse()
+            by_topic: dict[str, pb.ElectLeadersResponse.ReplicaElectionResult] = {}
+            for r in results:
+                topic = by_topic.get(r.topic)
+                if topic is None:
+                    topic = by_topic[r.topic] = out.replica_election_results.add(topic=r.topic)
+                topic.partition_result.add(
+                    partition_id=r.partition, error_code=int(r.error.code), error_message=r.error.message or ""
+                )
+            return out
+
+        def summarize(response: pb.ElectLeadersResponse) -> dict[str, Any]:
+            codes = [p.error_code for t in response.replica_election_results for p in t.partition_result]
+            return {
+                "elected": codes.count(Errors.NONE),
+                "not_needed": codes.count(Errors.ELECTION_NOT_NEEDED),
+                "failed": sum(1 for c in codes if c not in (Errors.NONE, Errors.ELECTION_NOT_NEEDED)),
+            }
+
+        tp = request.topic_partitions if request.HasField("topic_partitions") else None
+        return await self._serve(
+            "ElectLeaders",
+            pb.ElectLeadersResponse,
+            call,
+            summarize,
+            election_type=request.election_type,
+            partitions="all" if tp is None else sum(len(t.partitions) for t in tp.topics),
+        )
+
+    async def DeleteTopics(
+        self, request: pb.DeleteTopicsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteTopicsResponse:
+        async def call() -> pb.DeleteTopicsResponse:
+            timeout = self._timeout(request.timeout_ms)
+            topics = []
+            for i, t in enumerate(request.topics):
+                name = self._name(t.name, f"topics[{i}].name") if t.HasField("name") else None
+                topic_id = self._topic_id(t.topic_id, f"topics[{i}].topic_id") if t.topic_id else None
+                topics.append(DeleteTopicState(name, None if topic_id == ZERO_UUID else topic_id))
+            results = await self.controller.delete_topics(topics, timeout_ms=timeout)
+            out = pb.DeleteTopicsResponse()
+            for r in results:
+                item = out.responses.add(error_code=int(r.error.code), error_message=r.error.message or "")
+                if r.name is not None:
+                    item.name = r.name
+                if r.topic_id is not None:
+                    item.topic_id = str(r.topic_id)
+            return out
+
+        def summarize(response: pb.DeleteTopicsResponse) -> dict[str, Any]:
+            return {
+                "results": {(r.name or r.topic_id): r.error_code for r in response.responses[:20]},
+                "failed": sum(1 for r in response.responses if r.error_code),
+            }
+
+        return await self._serve(
+            "DeleteTopics",
+            pb.DeleteTopicsResponse,
+            call,
+            summarize,
+            topics=[t.name if t.HasField("name") else t.topic_id for t in request.topics[:20]],
+        )
+
+    async def CreatePartitions(
+        self, request: pb.CreatePartitionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreatePartitionsResponse:
+        async def call() -> pb.CreatePartitionsResponse:
+            timeout = self._timeout(request.timeout_ms)
+            topics = [
+                NewPartitions(
+                    self._name(t.name, f"topics[{i}].name"),
+                    t.count,
+                    tuple(tuple(a.broker_ids) for a in t.assignments.assignments)
+                    if t.HasField("assignments")
+                    else None,
+                )
+                for i, t in enumerate(request.topics)
+            ]
+            results = await self.controller.create_partitions(
+                topics, validate_only=request.validate_only, timeout_ms=timeout
+            )
+            out = pb.CreatePartitionsResponse()
+            for r in results:
+                out.results.add(name=r.name, error_code=int(r.error.code), error_message=r.error.message or "")
+            return out
+
+        def summarize(response: pb.CreatePartitionsResponse) -> dict[str, Any]:
+            return {
+                "results": {r.name: r.error_code for r in response.results[:20]},
+                "failed": sum(1 for r in response.results if r.error_code),
+            }
+
+        return await self._serve(
+            "CreatePartitions",
+            pb.CreatePartitionsResponse,
+            call,
+            summarize,
+            counts={t.name: t.count for t in request.topics[:20]},
+            validate_only=request.validate_only,
+        )
+
+    # -- configs ---------------------------------------------------------------------------------------------
+
+    async def IncrementalAlterConfigs(
+        self, request: pb.IncrementalAlterConfigsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.IncrementalAlterConfigsResponse:
+        async def call() -> pb.IncrementalAlterConfigsResponse:
+            timeout = self._timeout(request.timeout_ms)
+            resources = [
+                AlterConfigsResource(
+                    r.resource_type,
+                    r.resource_name,
+                    tuple(
+                        AlterableConfig(c.name, c.config_operation, c.value if c.HasField("value") else None)
+                        for c in r.configs
+                    ),
+                )
+                for r in request.resources
+            ]
+            results = await self.controller.incremental_alter_configs(
+                resources, validate_only=request.validate_only, timeout_ms=timeout
+            )
+            out = pb.IncrementalAlterConfigsResponse()
+            for r in results:
+                out.responses.add(
+                    error_code=int(r.error.code),
+                    error_message=r.error.message or "",
+                    resource_type=r.resource_type,
+                    resource_name=r.resource_name,
+                )
+            return out
+
+        def summarize(response: pb.IncrementalAlterConfigsResponse) -> dict[str, Any]:
+            return {"results": [f"{r.resource_type}:{r.resource_name}:{r.error_code}" for r in response.responses]}
+
+        return await self._serve(
+            "IncrementalAlterConfigs",
+            pb.IncrementalAlterConfigsResponse,
+            call,
+            summarize,
+            resources=[f"{r.resource_type}:{r.resource_name}" for r in request.resources[:20]],
+            configs=[c.name for r in request.resources[:20] for c in r.configs][:40],
+            validate_only=request.validate_only,
+        )
+
+    async def DescribeConfigs(
+        self, request: pb.DescribeConfigsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DescribeConfigsResponse:
+        async def call() -> pb.DescribeConfigsResponse:
+            timeout = self._timeout(request.timeout_ms)
+            resources = [
+                ConfigResource(
+                    r.resource_type,
+                    r.resource_name,
+                    tuple(r.configuration_keys.keys) if r.HasField("configuration_keys") else None,
+                )
+                for r in request.resources
+            ]
+            results = await self.controller.describe_configs(
+                resources,
+                include_synonyms=request.include_synonyms,
+                include_documentation=request.include_documentation,
+                timeout_ms=timeout,
+            )
+            out = pb.DescribeConfigsResponse()
+            Entry = pb.DescribeConfigsResponse.DescribeConfigsResourceResult
+            Synonym = pb.DescribeConfigsResponse.DescribeConfigsSynonym
+            for r in results:
+                result = out.results.add(
+                    error_code=int(r.error.code),
+                    error_message=r.error.message or "",
+                    resource_type=r.resource_type,
+                    resource_name=r.resource_name,
+                )
+                for c in r.configs:
+                    result.configs.append(
+                        Entry(
+                            name=c.name,
+                            value=c.value,
+                            read_only=c.read_only,
+                            config_source=int(c.source),
+                            is_sensitive=c.is_sensitive,
+                            synonyms=[Synonym(name=y.name, value=y.value, source=int(y.source)) for y in c.synonyms],
+                            config_type=CONFIG_TYPES.get(c.config_type, 0),
+                            documentation=c.documentation,
+                        )
+                    )
+            return out
+
+        def summarize(response: pb.DescribeConfigsResponse) -> dict[str, Any]:
+            return {"results": [f"{r.resource_type}:{r.resource_name}:{r.error_code}" for r in response.results]}
+
+        return await self._serve(
+            "DescribeConfigs",
+            pb.DescribeConfigsResponse,
+            call,
+            summarize,
+            resources=[f"{r.resource_type}:{r.resource_name}" for r in request.resources[:20]],
+            include_synonyms=request.include_synonyms,
+        )
