@@ -35,7 +35,6 @@ from controller.configs import (
     render_value,
 )
 from controller.records import ConfigRecord
-from controller.replication_control import validate_topic_name
 from controller.requests import (
     AlterableConfig,
     AlterConfigOp,
@@ -49,6 +48,7 @@ from controller.requests import (
 )
 from controller.results import MAX_RECORDS_PER_USER_OP, NO_ERROR, ApiError, ControllerResult
 from controller.timeline import Timeline, TimelineDict
+from controller.topic_names import validate_topic_name
 from quorum.errors import Errors, KafkaError
 from quorum.log.message import ApiMessage
 

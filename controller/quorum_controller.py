@@ -23,7 +23,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import structlog
@@ -36,6 +36,8 @@ from controller.cluster_control import (
     HeartbeatRequest,
     RegisterBrokerRequest,
 )
+from controller.config_control import ConfigControl
+from controller.configs import TOPIC_RESOURCE
 from controller.event_queue import Event, EventQueue, relay
 from controller.placement import PLACERS
 from controller.purgatory import Purgatory
@@ -59,11 +61,15 @@ from controller.replication_control import (
     TopicResult,
 )
 from controller.requests import (
+    AlterConfigsResource,
     AlterPartitionResponse,
     AlterPartitionTopic,
+    ConfigResource,
+    ConfigResourceResult,
     CreatePartitionsResult,
     DeleteTopicResult,
     DeleteTopicState,
+    DescribeConfigsResult,
     ElectionResult,
     NewPartitions,
 )
@@ -104,6 +110,7 @@ class ControllerSettings:
     auto_leader_rebalance_enable: bool = True  # auto.leader.rebalance.enable
     leader_imbalance_check_interval_s: float = 300  # leader.imbalance.check.interval.seconds
     unclean_election_interval_ms: int = 300_000  # Kafka's internal unclean.leader.election.interval.ms
+    static_broker_configs: dict[str, str] = field(default_factory=dict)  # this node's broker configs (properties)
 
 
 @dataclass(frozen=True)
@@ -143,7 +150,14 @@ class QuorumController:
         replication = ReplicationSettings(
             self.settings.num_partitions, self.settings.default_replication_factor, self.settings.delete_topic_enable
         )
-        self.replication = ReplicationControl(self.timeline, self.cluster, placer, replication)
+        self.configs = ConfigControl(
+            self.timeline,
+            self.settings.static_broker_configs,
+            topic_exists=lambda name: name in self.replication.topics_by_name,
+            broker_registered=lambda broker_id: broker_id in self.cluster.brokers,
+            node_id=node_id,
+        )
+        self.replication = ReplicationControl(self.timeline, self.cluster, placer, replication, self.configs)
         queue_failed = fault_message("running the controller's event queue", None)
         self.queue = EventQueue(f"controller-{node_id}", lambda e: self.faults.handle_fault(queue_failed, e))
         self.purgatory = Purgatory()
@@ -500,7 +514,7 @@ class QuorumController:
         parts = self.replication.partitions.committed()
         count = self.replication.partition_count(topic.id, committed=True)
         partitions = tuple((i, parts[(topic.id, i)]) for i in range(count))
-        configs = self.replication.configs.committed().get((2, name), ())
+        configs = self.configs.configs.committed().get((TOPIC_RESOURCE, name), ())
         return TopicDescription(name, topic.id, partitions, configs)
 
     async def describe_cluster(self, timeout_ms: int | None = 30_000) -> list[BrokerRegistration]:
@@ -580,6 +594,34 @@ class QuorumController:
             return self._write(lambda: self.replication.create_partitions(topics, validate_only))
 
         return await self._submit("createPartitions", run, timeout_ms)
+
+    async def incremental_alter_configs(
+        self, resources: list[AlterConfigsResource], *, validate_only: bool = False, timeout_ms: int | None = 30_000
+    ) -> list[ConfigResourceResult]:
+        """Kafka's IncrementalAlterConfigs for TOPIC and BROKER resources: one result per resource; the records of
+        every resource that passed form one atomic batch."""
+        if not resources:
+            return []
+
+        def run() -> Any:
+            return self._write(lambda: self.configs.incremental_alter_configs(resources, validate_only))
+
+        return await self._submit("incrementalAlterConfigs", run, timeout_ms)
+
+    async def describe_configs(
+        self,
+        resources: list[ConfigResource],
+        *,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+        timeout_ms: int | None = 30_000,
+    ) -> list[DescribeConfigsResult]:
+        """Every config of each resource (or the keys asked for) with its value and source, from committed state."""
+
+        def describe() -> list[DescribeConfigsResult]:
+            return self.configs.describe_configs(resources, include_synonyms, include_documentation, committed=True)
+
+        return await self._submit("describeConfigs", lambda: self._read(describe), timeout_ms)
 
 
 _PERIODIC = ("fence-stale-brokers", "noop", "balance-leaders", "elect-unclean-leaders")

@@ -7,14 +7,13 @@ only code that changes state (Kafka's ReplicationControlManager).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from controller.cluster_control import ClusterControl
+from controller.config_control import ConfigControl
 from controller.configs import (
-    TOPIC_CONFIGS,
     TOPIC_RESOURCE,
     InvalidConfigError,
     check_min_insync_replicas,
@@ -28,12 +27,11 @@ from controller.records import ConfigRecord, PartitionChangeRecord, PartitionRec
 from controller.requests import CreatePartitionsResult, DeleteTopicResult, DeleteTopicState, NewPartitions
 from controller.results import MAX_RECORDS_PER_USER_OP, NO_ERROR, ApiError, ControllerResult
 from controller.timeline import Timeline, TimelineDict
+from controller.topic_names import validate_topic_name
 from quorum.errors import Errors, KafkaError
 from quorum.log.message import METADATA_TOPIC_ID, ZERO_UUID, ApiMessage, Uuid
 
 METADATA_TOPIC = "__cluster_metadata"
-MAX_NAME_LENGTH = 249
-_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 # -- requests and responses ---------------------------------------------------------------------------------------
@@ -81,32 +79,18 @@ class ReplicationSettings:
     delete_topic_enable: bool = True  # delete.topic.enable
 
 
-def validate_topic_name(name: str) -> None:
-    """Kafka's ``Topic.validate``, with its messages."""
-    if not name:
-        raise KafkaError("Topic name is illegal, it can't be empty", Errors.INVALID_TOPIC_EXCEPTION)
-    if name in (".", ".."):
-        raise KafkaError('Topic name cannot be "." or ".."', Errors.INVALID_TOPIC_EXCEPTION)
-    if len(name) > MAX_NAME_LENGTH:
-        raise KafkaError(
-            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}",
-            Errors.INVALID_TOPIC_EXCEPTION,
-        )
-    if not _LEGAL.fullmatch(name):
-        raise KafkaError(
-            f'Topic name "{name}" is illegal, it contains a character other than ASCII alphanumerics, '
-            "'.', '_' and '-'",
-            Errors.INVALID_TOPIC_EXCEPTION,
-        )
-
-
 def _unify(name: str) -> str:
     return name.replace(".", "_")
 
 
 class ReplicationControl:
     def __init__(
-        self, timeline: Timeline, cluster: ClusterControl, placer: ReplicaPlacer, settings: ReplicationSettings
+        self,
+        timeline: Timeline,
+        cluster: ClusterControl,
+        placer: ReplicaPlacer,
+        settings: ReplicationSettings,
+        configs: ConfigControl | None = None,
     ) -> None:
         self.cluster = cluster
         self.placer = placer
@@ -114,17 +98,18 @@ class ReplicationControl:
         self.topics: TimelineDict[Uuid, TopicInfo] = TimelineDict(timeline)
         self.topics_by_name: TimelineDict[str, Uuid] = TimelineDict(timeline)
         self.partitions: TimelineDict[tuple[Uuid, int], PartitionRegistration] = TimelineDict(timeline)
-        self.configs: TimelineDict[tuple[int, str], tuple[tuple[str, str], ...]] = TimelineDict(timeline)
+        # Topic and broker configs: replayed here with the topics they belong to, kept by ConfigControl.
+        self.config_control = configs or ConfigControl(
+            timeline, topic_exists=self.topics_by_name.__contains__, broker_registered=cluster.brokers.__contains__
+        )
+        self.configs = self.config_control.configs
         self._colliding: TimelineDict[str, tuple[str, ...]] = TimelineDict(timeline)  # unified name -> names
         self._broker_view: _BrokerView | None = None
-        # A topic's effective config value (topic, then broker levels, then the default): set by the controller.
-        self.topic_config: Callable[[str, str], Any] = self._own_topic_config
         self.elections = LeaderElections(self)
 
-    def _own_topic_config(self, topic: str, name: str) -> Any:
-        raw = dict(self.configs.get((TOPIC_RESOURCE, topic), ())).get(name)
-        definition = TOPIC_CONFIGS[name]
-        return definition.default if raw is None else definition.parse(raw)
+    def topic_config(self, topic: str, name: str) -> Any:
+        """The topic's effective value of ``name`` (topic, then broker levels, then the default)."""
+        return self.config_control.topic_config(topic, name)
 
     # -- CreateTopics ----------------------------------------------------------------------------------------
 
@@ -479,13 +464,7 @@ class ReplicationControl:
                 raise KafkaError(f"PartitionChangeRecord at offset {offset} names unknown partition {key}")
             self.partitions[key] = merge(p, record)
         elif isinstance(record, ConfigRecord):
-            key = (record.resource_type, record.resource_name)
-            current = dict(self.configs.get(key, ()))
-            if record.value is None:
-                current.pop(record.name, None)
-            else:
-                current[record.name] = record.value
-            self.configs[key] = tuple(sorted(current.items()))
+            self.config_control.replay(record)
         elif isinstance(record, RemoveTopicRecord):
             topic = self.topics.get(record.topic_id)
             if topic is None:
@@ -494,7 +473,7 @@ class ReplicationControl:
                 del self.partitions[(record.topic_id, i)]
             del self.topics[record.topic_id]
             del self.topics_by_name[topic.name]
-            self.configs.pop((TOPIC_RESOURCE, topic.name), None)
+            self.config_control.delete_topic_configs(topic.name)
             key = _unify(topic.name)
             rest = tuple(n for n in self._colliding.get(key, ()) if n != topic.name)
             if rest:

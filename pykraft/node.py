@@ -23,11 +23,13 @@ from pathlib import Path
 import grpc
 import structlog
 
+from controller.configs import BROKER_CONFIGS
 from controller.placement import PLACERS
 from controller.quorum_controller import ControllerSettings, QuorumController
 from controller.records import deserialize
 from pykraft import gc_pauses
 from pykraft.service import ControllerService
+from quorum.errors import KafkaError
 from quorum.fault import ProcessTerminatingFaultHandler, spawn
 from quorum.log.log import PREALLOCATE_CHUNK, LogConfig, LogCorruptionError, MetadataLog
 from quorum.log.meta_properties import DirectoryLock, StorageIdentityError, ensure_meta_properties, read_properties
@@ -114,6 +116,14 @@ def controller_settings(props: dict[str, str]) -> ControllerSettings:
         raise ValueError("num.partitions and default.replication.factor must be at least 1")
     if settings.leader_imbalance_check_interval_s < 1:
         raise ValueError("leader.imbalance.check.interval.seconds must be at least 1")
+    # Broker configs in the properties are this node's static level (under dynamic ones, above the defaults).
+    for name, value in props.items():
+        if name in BROKER_CONFIGS:
+            try:
+                BROKER_CONFIGS[name].parse(value)
+            except KafkaError as e:
+                raise ValueError(str(e)) from None
+            settings.static_broker_configs[name] = value
     return settings
 
 

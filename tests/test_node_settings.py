@@ -91,3 +91,16 @@ def test_lifecycle_settings_take_kafkas_names_and_refuse_bad_values() -> None:
             assert words in str(e), e
         else:
             raise AssertionError(f"{name}={value} was accepted")
+
+
+def test_broker_configs_in_the_properties_are_the_static_level() -> None:
+    from pykraft.node import controller_settings
+
+    s = controller_settings({"unclean.leader.election.enable": "true", "num.partitions": "3", "node.id": "1"})
+    assert s.static_broker_configs == {"unclean.leader.election.enable": "true", "num.partitions": "3"}
+    try:
+        controller_settings({"min.insync.replicas": "0"})
+    except ValueError as e:
+        assert "min.insync.replicas" in str(e), e
+    else:
+        raise AssertionError("min.insync.replicas=0 was accepted")

@@ -422,3 +422,71 @@ async def test_standby_replays_every_lifecycle_change_identically(log: SharedLog
     assert dict(standby.replication.partitions.items()) == dict(ctl.replication.partitions.items())
     assert dict(standby.replication.topics_by_name.items()) == dict(ctl.replication.topics_by_name.items())
     assert (await brokers_of(ctl)).keys() == {1, 2, 3}
+
+
+# -- configs drive elections -------------------------------------------------------------------------------------
+
+
+def unclean_on() -> tuple:
+    from controller.requests import AlterableConfig, AlterConfigOp
+
+    return (AlterableConfig("unclean.leader.election.enable", AlterConfigOp.SET, "true"),)
+
+
+async def test_the_cluster_default_unclean_config_makes_fencing_elect_unclean_leaders(log: SharedLog) -> None:
+    from controller.requests import AlterableConfig, AlterConfigOp, AlterConfigsResource, ConfigResource
+
+    ctl, _, epochs = await active_cluster(log, THREE, topics=[manual("t", (1, 2))])
+    await fence(ctl, 2, epochs[2])
+    await unfence(ctl, 2, epochs[2])
+    resource = AlterConfigsResource(
+        4, "", (AlterableConfig("unclean.leader.election.enable", AlterConfigOp.SET, "true"),)
+    )
+    [r] = await ctl.incremental_alter_configs([resource])
+    assert not r.error.failed, r
+    [described] = await ctl.describe_configs([ConfigResource(2, "t", ("unclean.leader.election.enable",))])
+    [entry] = described.configs
+    assert (entry.value, entry.source) == ("true", 3)  # DYNAMIC_DEFAULT_BROKER_CONFIG
+    await fence(ctl, 1, epochs[1])
+    t = (await partitions_of(ctl, "t"))[0]
+    assert (t.leader, t.isr, t.leader_recovery_state) == (2, (2,), RECOVERING)
+
+
+async def test_a_static_unclean_default_and_the_periodic_unclean_election(log: SharedLog) -> None:
+    from controller.requests import AlterableConfig, AlterConfigOp, AlterConfigsResource
+
+    ctl, _, epochs = await active_cluster(log, THREE, topics=[manual("t", (1, 2)), manual("u", (1, 3))])
+    await fence(ctl, 2, epochs[2])
+    await unfence(ctl, 2, epochs[2])
+    await fence(ctl, 1, epochs[1])
+    assert (await partitions_of(ctl, "t"))[0].leader == -1
+    # the topic is switched to unclean later: the periodic run elects its leader
+    resource = AlterConfigsResource(
+        2, "t", (AlterableConfig("unclean.leader.election.enable", AlterConfigOp.SET, "true"),)
+    )
+    [r] = await ctl.incremental_alter_configs([resource])
+    assert not r.error.failed
+    await asyncio.wait_for(ctl.queue.append(Event("unclean", ctl._unclean)), 5)
+    await settle()
+    assert (await partitions_of(ctl, "t"))[0].leader == 2
+    assert (await partitions_of(ctl, "u"))[0].leader == 3  # its ISR member 3 took over when 1 was fenced
+    static = quiet_settings(static_broker_configs={"unclean.leader.election.enable": "true"})
+    log2 = SharedLog()
+    ctl2, _, epochs2 = await active_cluster(log2, THREE, static, topics=[manual("t", (1, 2))])
+    await fence(ctl2, 2, epochs2[2])
+    await unfence(ctl2, 2, epochs2[2])
+    await fence(ctl2, 1, epochs2[1])
+    assert (await partitions_of(ctl2, "t"))[0].leader == 2
+    await ctl2.close()
+
+
+async def test_deleting_a_topic_drops_its_configs_from_describe(log: SharedLog) -> None:
+    from controller.requests import ConfigResource
+
+    ctl, _, _ = await active_cluster(log, THREE, topics=[NewTopic("c", 1, 1, configs=(("retention.ms", "5"),))])
+    [d] = await ctl.describe_configs([ConfigResource(2, "c", ("retention.ms",))])
+    assert (d.configs[0].value, d.configs[0].source) == ("5", 1)
+    await ctl.delete_topics([DeleteTopicState(name="c")])
+    [d] = await ctl.describe_configs([ConfigResource(2, "c")])
+    assert d.error.code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert (2, "c") not in ctl.configs.configs
