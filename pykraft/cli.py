@@ -6,11 +6,14 @@ import argparse
 import os
 import sys
 
+from pykraft.cli_common import OneLineErrorParser
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``pykraft`` argument parser, every subcommand included (tests parse command lines with it)."""
     parser = argparse.ArgumentParser(prog="pykraft", description="A KRaft-style metadata quorum in Python.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Every command's usage errors are one line and exit code 2 (no usage dump, never a traceback).
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=OneLineErrorParser)
 
     log_cmd = commands.add_parser("log", help="inspect metadata log files")
     log_sub = log_cmd.add_subparsers(dest="log_command", required=True, metavar="SUBCOMMAND")
@@ -38,7 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     qdesc.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="any node of the quorum")
     qdesc.add_argument("--output", choices=("text", "json"), default="text")
 
-    topics = commands.add_parser("topics", help="create, describe and list topics (like kafka-topics.sh)")
+    topics = commands.add_parser(
+        "topics", help="create, alter, delete, describe and list topics (like kafka-topics.sh)"
+    )
     from pykraft import topics_cli
 
     topics_cli.add_arguments(topics)
