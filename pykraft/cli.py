@@ -48,6 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     topics_cli.add_arguments(topics)
 
+    election = commands.add_parser(
+        "leader-election", help="preferred or unclean leader elections (like kafka-leader-election.sh)"
+    )
+    from pykraft import election_cli
+
+    election_cli.add_arguments(election)
+
     broker = commands.add_parser("broker", help="run a broker agent: registers, heartbeats, controlled shutdown")
     from pykraft import broker as broker_mod
 
@@ -100,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_describe(args.bootstrap_server, args.output)
         if args.command == "topics":
             return topics_cli.run(args)
+        if args.command == "leader-election":
+            from pykraft import election_cli
+
+            return election_cli.run(args)
         if args.command == "broker":
             from pykraft.logs import configure_logging
 
