@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     election_cli.add_arguments(election)
 
+    configs = commands.add_parser("configs", help="describe and alter topic and broker configs (like kafka-configs.sh)")
+    from pykraft import configs_cli
+
+    configs_cli.add_arguments(configs)
+
     broker = commands.add_parser("broker", help="run a broker agent: registers, heartbeats, controlled shutdown")
     from pykraft import broker as broker_mod
 
@@ -79,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     from audit import cli as audit_cli
     from pykraft import broker as broker_mod
@@ -111,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
             from pykraft import election_cli
 
             return election_cli.run(args)
+        if args.command == "configs":
+            from pykraft import configs_cli
+
+            return configs_cli.run(args, argv[argv.index("configs") + 1 :])
         if args.command == "broker":
             from pykraft.logs import configure_logging
 
