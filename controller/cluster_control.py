@@ -167,7 +167,7 @@ class ClusterControl:
         reply = HeartbeatReply(
             req.current_metadata_offset >= committed_offset, fenced_next, in_shutdown, should_shut_down
         )
-        return ControllerResult(records, reply)
+        return ControllerResult(records, reply, atomic=False)
 
     def fence_stale_brokers(
         self, now_ms: int, partition_moves: Callable[[int, bool], list[ApiMessage]]
@@ -182,7 +182,7 @@ class ClusterControl:
                 continue
             if now_ms - session.last_contact_ms > self.session_timeout_ms:
                 records = [*partition_moves(broker_id, True), self._change(b, fenced=True)]
-                return ControllerResult(records, [broker_id])
+                return ControllerResult(records, [broker_id], atomic=False)
         return ControllerResult([], [])
 
     def start_sessions(self, now_ms: int) -> None:

@@ -122,7 +122,7 @@ class LeaderElections:
                 results.append(ElectionResult(topic, index, error))
         if len(records) > MAX_RECORDS_PER_USER_OP:
             raise KafkaError("Unable to perform excessively large batch operation.", Errors.POLICY_VIOLATION)
-        return ControllerResult(records, results)
+        return ControllerResult(records, results, atomic=False)
 
     def _elect(
         self,
@@ -165,11 +165,11 @@ class LeaderElections:
         for (topic_id, index), p in self.replication.partitions.items():
             if len(records) >= limit:
                 break
-            if not p.has_preferred_leader:
+            if p.leader != p.replicas[0]:
                 record = PartitionChange(p, topic_id, index, self.cluster.active, Election.PREFERRED).build()
                 if record is not None:
                     records.append(record)
-        return ControllerResult(records, len(records) >= limit)
+        return ControllerResult(records, len(records) >= limit, atomic=False)
 
     def elect_unclean_leaders(self, limit: int = MAX_ELECTIONS_PER_IMBALANCE) -> ControllerResult[bool]:
         """Unclean elections for leaderless partitions whose topic enables them (Kafka's maybeElectUncleanLeaders)."""
@@ -181,10 +181,10 @@ class LeaderElections:
                 record = PartitionChange(p, topic_id, index, self.cluster.active, Election.UNCLEAN).build()
                 if record is not None:
                     records.append(record)
-        return ControllerResult(records, len(records) >= limit)
+        return ControllerResult(records, len(records) >= limit, atomic=False)
 
     def imbalanced(self) -> bool:
-        return any(not p.has_preferred_leader for p in self.replication.partitions.values())
+        return any(p.leader != p.replicas[0] for p in self.replication.partitions.values())
 
     # -- AlterPartition --------------------------------------------------------------------------------------
 
@@ -220,7 +220,7 @@ class LeaderElections:
                     continue
                 seen.add(key)
                 results.append(self._alter_one(broker_id, info.name, topic.topic_id, data, records))
-        return ControllerResult(records, AlterPartitionResponse(NO_ERROR, tuple(results)))
+        return ControllerResult(records, AlterPartitionResponse(NO_ERROR, tuple(results)), atomic=False)
 
     def _alter_one(
         self, broker_id: int, name: str, topic_id: Uuid, data: AlterPartitionData, records: list[ApiMessage]

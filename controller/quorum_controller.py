@@ -393,7 +393,7 @@ class QuorumController:
         finally:
             self.timeline.offset = None
         try:
-            last = self.raft.append_atomic(epoch, values)
+            last = (self.raft.append_atomic if result.atomic else self.raft.append)(epoch, values)
         except NotLeaderError as e:
             self._renounce(f"Raft refused the append: {e}")  # drops the records just applied, with all uncommitted
             raise NotControllerError(str(e), e.leader_id) from None

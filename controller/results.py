@@ -20,6 +20,9 @@ class ControllerResult(Generic[T]):
 
     records: list[ApiMessage]
     response: T
+    # Atomic results go to Raft as one batch. Kafka's non-atomic ones (fencing, elections, AlterPartition) may be
+    # split over batches, so that moving half a million partitions off a broker never exceeds the batch size.
+    atomic: bool = True
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ class SharedLog:
         self.listeners: list[RaftListener] = []
         self.leader = LeaderAndEpoch(-1, 0)
         self.auto_commit = False
-        self.append_calls: list[tuple[int, list[bytes]]] = []  # (node id, values) per append_atomic call
+        self.append_calls: list[tuple[int, list[bytes]]] = []  # (node id, values) per append(_atomic) call
+        self.non_atomic_appends = 0  # of which plain appends (records that may span batches)
         self.resigned: list[tuple[int, int]] = []
 
     @property
@@ -104,6 +105,8 @@ class FakeRaft:
 
     def append(self, epoch: int, records: Sequence[bytes]) -> int:
         self._check(epoch)
+        self.log.append_calls.append((self.node_id, list(records)))
+        self.log.non_atomic_appends += 1
         return self.log.add(list(records), epoch)
 
     def append_atomic(self, epoch: int, records: Sequence[bytes]) -> int:
