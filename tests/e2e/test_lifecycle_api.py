@@ -96,6 +96,19 @@ def test_delete_topics_by_name_and_by_id(lc: LifecycleCluster) -> None:
     assert describe(lc, "del-c").name == "del-c"  # a refused request deletes nothing
 
 
+def test_deletion_disabled_is_a_request_level_error(tmp_path_factory: pytest.TempPathFactory) -> None:
+    disabled = start_cluster(
+        tmp_path_factory.mktemp("no-deletes"), {101: "rack-1"}, ["--override", "delete.topic.enable=false"]
+    )
+    try:
+        create(disabled, "kept", {0: [101]})
+        e = admin_error(disabled.admin.delete_topics, ["kept"])
+        assert e.code == Errors.TOPIC_DELETION_DISABLED, e
+        assert describe(disabled, "kept").name == "kept"
+    finally:
+        stop_cluster(disabled)
+
+
 # -- CreatePartitions ----------------------------------------------------------------------------------------------
 
 
