@@ -88,6 +88,7 @@ TYPED = [
     ("leader", pa.int32()),  # PartitionChangeRecord: null when unchanged (Kafka's -2)
     ("leader_epoch", pa.int32()),
     ("partition_epoch", pa.int32()),
+    ("leader_recovery_state", pa.int32()),  # 0 recovered, 1 recovering; PartitionChangeRecord: null when unchanged
     ("broker_id", pa.int32()),
     ("broker_epoch", pa.int64()),
     ("rack", pa.string()),
@@ -142,6 +143,7 @@ def _add_partition(m: PartitionRecord, c: list[list[Any]]) -> None:
     c[6].append(m.leader)
     c[7].append(m.leader_epoch)
     c[8].append(m.partition_epoch)
+    c[9].append(m.leader_recovery_state)
 
 
 def _add_partition_change(m: PartitionChangeRecord, c: list[list[Any]]) -> None:
@@ -152,6 +154,7 @@ def _add_partition_change(m: PartitionChangeRecord, c: list[list[Any]]) -> None:
     c[4].append(m.removing_replicas)
     c[5].append(m.adding_replicas)
     c[6].append(None if m.leader == -2 else m.leader)
+    c[7].append(None if m.leader_recovery_state == -1 else m.leader_recovery_state)
 
 
 def _adder(*getters: Any) -> Any:
@@ -165,8 +168,11 @@ def _adder(*getters: Any) -> Any:
 _PARTITION_COLUMNS = ("topic_id", "partition_id", "replicas", "isr", "removing_replicas", "adding_replicas", "leader")
 _EXTRACT: dict[type, tuple[tuple[str, ...], Any]] = {
     TopicRecord: (("topic_id", "topic_name"), _add_topic),
-    PartitionRecord: ((*_PARTITION_COLUMNS, "leader_epoch", "partition_epoch"), _add_partition),
-    PartitionChangeRecord: (_PARTITION_COLUMNS, _add_partition_change),
+    PartitionRecord: (
+        (*_PARTITION_COLUMNS, "leader_epoch", "partition_epoch", "leader_recovery_state"),
+        _add_partition,
+    ),
+    PartitionChangeRecord: ((*_PARTITION_COLUMNS, "leader_recovery_state"), _add_partition_change),
     RemoveTopicRecord: (("topic_id",), _adder(lambda m: m.topic_id)),
     RegisterBrokerRecord: (
         ("broker_id", "broker_epoch", "rack", "fenced", "in_controlled_shutdown"),

@@ -9,8 +9,8 @@ changes (and leader changes) followed. Deltas of consecutive ranges combine the 
 (``audit.records.write_tables`` runs both).
 
 The fold is the controller's rule (``audit.replay`` states it): a PartitionRecord resets the partition; each later
-PartitionChangeRecord overrides the fields it carries, a new leader bumping the leader epoch and every change the
-partition epoch.
+PartitionChangeRecord overrides the fields it carries (the leader recovery state too), a new leader bumping the
+leader epoch and every change the partition epoch.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 KEY = ["topic_id", "partition_id"]
-FIELDS = ["replicas", "isr", "removing_replicas", "adding_replicas", "leader"]
+FIELDS = ["replicas", "isr", "removing_replicas", "adding_replicas", "leader", "leader_recovery_state"]
 INPUT = [*KEY, "order", "record_type", *FIELDS, "leader_epoch", "partition_epoch"]
 
 SCHEMA = pa.schema(
@@ -36,6 +36,7 @@ SCHEMA = pa.schema(
         ("partition_epoch", pa.int32()),
         *[(f, pa.list_(pa.int32())) for f in FIELDS[:4]],
         ("leader", pa.int32()),
+        ("leader_recovery_state", pa.int32()),
         ("leader_changes", pa.int64()),  # changes after the base (all of them, without one) that set a leader
         ("changes", pa.int64()),
     ]
@@ -50,6 +51,7 @@ STATE = pa.schema(
         ("leader", pa.int32()),
         ("leader_epoch", pa.int32()),
         ("partition_epoch", pa.int32()),
+        ("leader_recovery_state", pa.int32()),  # 0 recovered, 1 recovering (after an unclean election)
     ]
 )
 

@@ -2,9 +2,10 @@
 
 The same rules as the controller's ``replay``: a TopicRecord creates a topic and a RemoveTopicRecord deletes it
 with its partitions and configs; a PartitionRecord (re)sets a partition and each later PartitionChangeRecord
-overrides the fields it carries, a new leader bumping the leader epoch and every change the partition epoch;
-a RegisterBrokerRecord (re)registers a broker and later changes of *that* registration (same broker epoch) fence,
-unfence or mark a controlled shutdown; the last ConfigRecord per key wins (a null value deletes).
+overrides the fields it carries (a null one, or Kafka's -1 recovery state, is unchanged), a new leader bumping the
+leader epoch and every change the partition epoch; a RegisterBrokerRecord (re)registers a broker and later changes
+of *that* registration (same broker epoch) fence, unfence or mark a controlled shutdown; the last ConfigRecord per
+key wins (a null value deletes).
 
 Every table is computed at the end of the rows given, or at ``as_of_offset`` (snapshot rows always count).
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from audit.fold import FIELDS as PARTITION_FIELDS  # replicas, isr, removing_replicas, adding_replicas, leader
+from audit.fold import FIELDS as PARTITION_FIELDS  # replicas, isr, removing, adding, leader, leader_recovery_state
 from audit.fold import KEY as PARTITION_KEY
 
 TOPIC_RESOURCE = 2
@@ -26,7 +27,7 @@ TOPIC_RESOURCE = 2
 class State:
     topics: DataFrame  # topic_id, topic_name, created_offset, created_time
     partitions: DataFrame  # topic_id, topic_name, partition_id, replicas, isr, removing_replicas, adding_replicas,
-    # leader, leader_epoch, partition_epoch
+    # leader, leader_epoch, partition_epoch, leader_recovery_state
     brokers: DataFrame  # broker_id, broker_epoch, rack, fenced, in_controlled_shutdown
     configs: DataFrame  # resource_type, resource_name, config_name, config_value
 
@@ -69,9 +70,10 @@ def _fold_rows(r: DataFrame) -> DataFrame:
     )
     return base.join(changes, key, "left").select(
         *key,
-        *[F.coalesce(f"c_{f}", f).alias(f) for f in PARTITION_FIELDS],
+        *[F.coalesce(f"c_{f}", f).alias(f) for f in PARTITION_FIELDS if f != "leader_recovery_state"],
         (F.col("leader_epoch") + F.coalesce("leader_changes", F.lit(0))).cast("int").alias("leader_epoch"),
         (F.col("partition_epoch") + F.coalesce("changes", F.lit(0))).cast("int").alias("partition_epoch"),
+        F.coalesce("c_leader_recovery_state", "leader_recovery_state").alias("leader_recovery_state"),
     )
 
 
@@ -103,7 +105,13 @@ def replay(rows: DataFrame, as_of_offset: int | None = None) -> State:
         _fold_rows(r)
         .join(topics.select("topic_id", "topic_name"), "topic_id")
         .select(  # removed: gone
-            "topic_id", "topic_name", "partition_id", *PARTITION_FIELDS, "leader_epoch", "partition_epoch"
+            "topic_id",
+            "topic_name",
+            "partition_id",
+            *PARTITION_FIELDS[:5],
+            "leader_epoch",
+            "partition_epoch",
+            "leader_recovery_state",
         )
     )
     # -- brokers: the last registration, then the changes to that registration

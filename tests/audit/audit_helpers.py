@@ -188,6 +188,7 @@ def controller_replay(records: list[tuple[int, ApiMessage]], upto: int | None = 
                 "partition_epoch": p.partition_epoch,
                 "removing_replicas": list(p.removing),
                 "adding_replicas": list(p.adding),
+                "leader_recovery_state": p.leader_recovery_state,
             }
             for (topic_id, index), p in replication.partitions.items()
         },
@@ -226,6 +227,7 @@ def audit_state(state: Any) -> dict[str, dict]:
             "partition_epoch": r.partition_epoch,
             "removing_replicas": list(r.removing_replicas or []),
             "adding_replicas": list(r.adding_replicas or []),
+            "leader_recovery_state": r.leader_recovery_state,
         }
     brokers: dict[int, dict] = {}
     for r in state.brokers.collect():

@@ -100,6 +100,7 @@ def expected_typed(m: ApiMessage) -> dict[str, Any]:
             "leader": m.leader,
             "leader_epoch": m.leader_epoch,
             "partition_epoch": m.partition_epoch,
+            "leader_recovery_state": m.leader_recovery_state,
         }
     if isinstance(m, PartitionChangeRecord):
         return {
@@ -110,6 +111,7 @@ def expected_typed(m: ApiMessage) -> dict[str, Any]:
             "removing_replicas": m.removing_replicas,
             "adding_replicas": m.adding_replicas,
             "leader": None if m.leader == -2 else m.leader,
+            "leader_recovery_state": None if m.leader_recovery_state == -1 else m.leader_recovery_state,
         }
     if isinstance(m, RemoveTopicRecord):
         return {"topic_id": str(m.topic_id)}
@@ -169,13 +171,14 @@ def many_records(topic_a: Uuid, topic_b: Uuid) -> list[list[ApiMessage]]:
             partition(topic_a, 0, [1, 2], leader_epoch=3, partition_epoch=4),
             PartitionRecord(
                 partition_id=1, topic_id=topic_a, replicas=[2, 1, 3], isr=[2, 1], removing_replicas=[3],
-                adding_replicas=[1], leader=2, leader_epoch=1, partition_epoch=2,
+                adding_replicas=[1], leader=2, leader_epoch=1, partition_epoch=2, leader_recovery_state=1,
             ),
         ],
         [
             pchange(topic_a, 0, isr=[1]),  # leader unchanged: a null leader column
             pchange(topic_a, 0, leader=2, isr=[2]),
             pchange(topic_a, 1, leader=-1),
+            pchange(topic_a, 1, leader=3, isr=[3], leader_recovery_state=1),  # an unclean election
             pchange(topic_a, 1, replicas=[2, 1], removing_replicas=[], adding_replicas=[]),
         ],
         [

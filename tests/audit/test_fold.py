@@ -18,6 +18,7 @@ ROW_TYPES = {
     "record_type": pa.string(),
     **{f: pa.list_(pa.int32()) for f in FIELDS[:4]},
     "leader": pa.int32(),
+    "leader_recovery_state": pa.int32(),
     "leader_epoch": pa.int32(),
     "partition_epoch": pa.int32(),
 }
@@ -30,6 +31,7 @@ row = st.fixed_dictionaries(
         "full": st.booleans(),
         **{f: st.none() | replica_list for f in FIELDS[:4]},
         "leader": st.none() | st.integers(-1, 5),
+        "leader_recovery_state": st.none() | st.integers(0, 1),
         "leader_epoch": st.integers(0, 9),
         "partition_epoch": st.integers(0, 9),
     }
@@ -44,6 +46,7 @@ def as_rows(drawn: list[dict]) -> list[dict]:
         if d["full"]:
             r |= {"record_type": "PartitionRecord", "leader_epoch": d["leader_epoch"]}
             r |= {"partition_epoch": d["partition_epoch"], "leader": d["leader"] if d["leader"] is not None else 1}
+            r |= {"leader_recovery_state": d["leader_recovery_state"] or 0}
             r |= {f: d[f] or [] for f in FIELDS[:4]}
         else:
             r |= {"record_type": "PartitionChangeRecord", "leader_epoch": None, "partition_epoch": None}
@@ -91,7 +94,7 @@ def test_fold_range_equals_a_sequential_fold(drawn: list[dict], rnd: random.Rand
 
 def drawn_row(full: bool, lists: list[int] | None, leader: int | None, epochs: int = 0) -> dict:
     return {"topic_id": "T", "partition_id": 0, "full": full, **{f: lists for f in FIELDS[:4]}, "leader": leader,
-            "leader_epoch": epochs, "partition_epoch": epochs + 2}  # fmt: skip
+            "leader_recovery_state": None, "leader_epoch": epochs, "partition_epoch": epochs + 2}  # fmt: skip
 
 
 def test_a_change_before_the_last_partition_record_no_longer_counts() -> None:
