@@ -6,23 +6,25 @@ from __future__ import annotations
 from functools import reduce
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from audit import history
 from audit.record_checks import (
     COLUMNS,
-    EPOCH_INPUT,
     FINDINGS,
     MENTIONS,
     REGISTRATIONS,
     TOPIC_EVENTS,
+    configs_of_removed_topics,
     early_brokers,
-    epoch_regressions,
     findings,
     mentions,
     orphan_suspects,
     over_partition,
+    removals_of_unknown_topics,
 )
 from audit.record_checks import INPUT as CHECK_INPUT
 from audit.replay import State, records_as_of
@@ -149,6 +151,21 @@ def suspects_findings(
     return reduce(DataFrame.unionByName, found) if found else None
 
 
+PARTITION_TYPES = history.PARTITION_TYPES
+TOPIC_ROWS = [
+    "record_type", "topic_id", "topic_name", "resource_type", "resource_name", "config_name", "config_value",
+    "order", "offset", "file", "position",
+]  # fmt: skip
+
+
+def _topic_findings(rows: pa.Table) -> pa.Table:
+    """remove_of_existing_topic and config_of_existing_topic over topic events and ConfigRecords together."""
+    kind = rows.column("record_type")
+    events = rows.filter(pc.is_in(kind, value_set=pa.array(history.TOPIC_EVENT_TYPES)))
+    configs = rows.filter(pc.equal(kind, "ConfigRecord"))
+    return pa.concat_tables([removals_of_unknown_topics(events), configs_of_removed_topics(configs, events)])
+
+
 def check_all(rows: DataFrame, state: State, as_of_offset: int | None = None) -> DataFrame:
     """Every finding as a row, over any rows (the audit job computes the same on its executors: ``audit.records``)."""
     r = records_as_of(rows, as_of_offset)
@@ -223,7 +240,7 @@ def check_all(rows: DataFrame, state: State, as_of_offset: int | None = None) ->
     )
 
     # -- partitions: the per-record rules (:mod:`audit.record_checks`), over the rows in ``mapInArrow``
-    part_rows = r.where(F.col("record_type").isin("PartitionRecord", "PartitionChangeRecord"))
+    part_rows = r.where(F.col("record_type").isin(*PARTITION_TYPES))
     checked = part_rows.select(*CHECK_INPUT)
     found.append(checked.mapInArrow(over_partition(findings), from_arrow_schema(FINDINGS)).select(*COLUMNS))
     spans = part_rows.groupBy("topic_id").agg(F.min("order").alias("first_order"), F.max("order").alias("last_order"))
@@ -237,8 +254,16 @@ def check_all(rows: DataFrame, state: State, as_of_offset: int | None = None) ->
     )
     if late is not None:
         found.append(late)
-    epochs = r.where("record_type = 'PartitionRecord'").select(*EPOCH_INPUT).coalesce(1)  # all, in one task
-    found.append(epochs.mapInArrow(over_partition(epoch_regressions), from_arrow_schema(FINDINGS)).select(*COLUMNS))
+    # each partition walked in log order (audit.history): all the rows, in one task
+    walked = r.where(F.col("record_type").isin(*PARTITION_TYPES, *history.TOPIC_EVENT_TYPES)).select(*history.INPUT)
+    found.append(
+        walked.coalesce(1).mapInArrow(over_partition(history.findings), from_arrow_schema(FINDINGS)).select(*COLUMNS)
+    )
+    # topic removals and topics' configs, along the topic events
+    topic_rows = r.where(F.col("record_type").isin("ConfigRecord", *history.TOPIC_EVENT_TYPES)).select(*TOPIC_ROWS)
+    found.append(
+        topic_rows.coalesce(1).mapInArrow(over_partition(_topic_findings), from_arrow_schema(FINDINGS)).select(*COLUMNS)
+    )
     # The replayed state must hold the same rules after every change has been applied.
     state_rows = _nowhere(state.partitions)
     found.append(

@@ -18,10 +18,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-from audit import tables
+from audit import history, tables
 from audit.invariants import suspects_findings
-from audit.records import read_records, read_summary, write_tables
+from audit.record_checks import over_partition
+from audit.records import read_records, read_summary, records_of, write_tables
 from audit.replay import State, records_as_of
 from audit.source import select_files
 
@@ -62,6 +64,8 @@ OUTPUT_TABLES = (
     "racks_load",
     "replication_factors",
     "configs_in_use",
+    "broker_events",
+    "offline_partitions",
     "violations",
 )
 
@@ -118,6 +122,32 @@ def analytics(rows: DataFrame, state: State, as_of_offset: int | None = None) ->
         "racks_load": per_rack,
         "replication_factors": factors,
         "configs_in_use": configs_in_use,
+        **leadership(rows, as_of_offset),
+    }
+
+
+def leadership(rows: DataFrame, as_of_offset: int | None = None) -> dict[str, DataFrame]:
+    """The leadership timeline per broker and the partitions' offline intervals of any rows: the leadership changes
+    walked from all the partition rows in one task (:mod:`audit.history`), then the job's own functions
+    (:func:`audit.tables.broker_events`, :func:`audit.tables.offline_partitions`) on the driver."""
+    r = records_as_of(rows, as_of_offset)
+    walked = r.where(F.col("record_type").isin(*history.PARTITION_TYPES, *history.TOPIC_EVENT_TYPES))
+    schema = from_arrow_schema(history.CHANGES)
+    as_spark = to_arrow_schema(schema, timezone="UTC")  # (Spark takes microseconds)
+    changes = (
+        walked.select(*history.INPUT)
+        .coalesce(1)
+        .mapInArrow(over_partition(lambda t: history.changes(t).cast(as_spark)), schema)
+        .toArrow()
+        .cast(history.CHANGES)
+    )
+    brokers = r.where(F.col("record_type").isin(*tables.BROKER_TYPES)).select(*tables.BROKER_EVENT_INPUT).toArrow()
+    last = r.agg(F.max("append_time")).first()[0]
+    end_ms = None if last is None else int(last.timestamp() * 1000)
+    spark = rows.sparkSession
+    return {
+        "broker_events": spark.createDataFrame(tables.broker_events(brokers, changes)),
+        "offline_partitions": spark.createDataFrame(tables.offline_partitions(changes, end_ms)),
     }
 
 
@@ -146,9 +176,16 @@ def run_audit(
     if late is not None:  # a broken log: its suspects' rows are read again
         late.write.mode("append").parquet(str(out / "violations"))
     state = {name: tables.read_table(out / name, schema) for name, schema in ANALYTICS_INPUTS.items()}
-    for name, table in tables.analytics(state["partitions"], state["brokers"], state["configs"]).items():
+    changes = read_summary(out, "leader_changes")
+    broker_rows = records_of(out, tables.BROKER_TYPES, tables.BROKER_EVENT_INPUT, as_of_offset)
+    found = tables.analytics(state["partitions"], state["brokers"], state["configs"]) | {
+        "broker_events": tables.broker_events(broker_rows, changes),
+        "offline_partitions": tables.offline_partitions(changes, written.last_time),
+    }
+    for name, table in found.items():
         shutil.rmtree(out / name, ignore_errors=True)
         tables.write_table(table, out / name)
+    offline = found["offline_partitions"]
     counts: dict[str, int] = {"records": written.records}
     collected: dict[str, list[dict[str, Any]]] = {}
     for name in OUTPUT_TABLES:
@@ -172,6 +209,13 @@ def run_audit(
             "files": len(files),
             "last_offset": written.last_offset,
             "fenced_brokers": fenced,
+            "offline": {
+                "partitions": offline.num_rows,
+                "intervals": pc.sum(offline.column("intervals")).as_py() or 0,
+                "total_ms": pc.sum(offline.column("total_ms")).as_py() or 0,
+                "max_ms": pc.max(offline.column("max_ms")).as_py() or 0,
+                "at_end": pc.sum(pc.cast(offline.column("offline_at_end"), "int64")).as_py() or 0,
+            },
             "as_of_offset": as_of_offset,
             "log_dir": str(log_dir),
         },

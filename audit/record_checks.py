@@ -3,12 +3,13 @@
 Partition records are most of a busy log, and the rules that look at one record alone — replicas distinct, ISR
 within replicas, leader in the ISR — are a few numpy passes over a range's Arrow columns, where a Spark query would
 read every record's arrays back from Parquet to find the (rare) few that break them: each range gives its
-findings directly (:func:`findings`). The rules that need the whole log start from small summaries: the merge job
-checks each bucket's partition epochs (:func:`epoch_regressions`) and finds the topics whose partition rows leave
-their lifetime (:func:`orphan_suspects`); the driver compares the brokers each range names with their first
+findings directly (:func:`findings`). The rules that need the whole log start from the buckets of topics or small
+summaries: the merge job walks each bucket's partitions in log order (:mod:`audit.history`: the state after each
+change, the epochs, added partitions) and finds the topics whose partition rows leave their lifetime
+(:func:`orphan_suspects`); the driver compares the brokers each range names with their first
 registrations (:func:`early_brokers`). Rows are read again only for a suspect
-(:func:`audit.invariants.suspects_findings`). The merge job also checks the log's batches, the topic records and
-the final state (the last section). ``audit.invariants`` states every rule as a Spark query over any rows (with
+(:func:`audit.invariants.suspects_findings`). The merge job also checks the log's batches, the topic and config records
+and the final state (the last section). ``audit.invariants`` states every rule as a Spark query over any rows (with
 ``mapInArrow`` for the per-record ones), and the tests hold these to it.
 """
 
@@ -19,8 +20,6 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from audit.fold import PartitionGroups
 
 INPUT = ["topic_id", "partition_id", "record_type", "order", "offset", "file", "position", "replicas", "isr", "leader"]
 
@@ -146,34 +145,6 @@ def over_partition(
             yield from check(pa.Table.from_batches(rows)).to_batches()
 
     return run
-
-
-# -- partition epochs: the merge job checks each partition's PartitionRecords from every range, in log order
-
-EPOCH_INPUT = ["topic_id", "partition_id", "order", "offset", "file", "position", "leader_epoch", "partition_epoch"]
-
-
-def epoch_regressions(records: pa.Table) -> pa.Table:
-    """partition_epochs_increase: each PartitionRecord (``records``: every one of its partitions', in any order;
-    columns :data:`EPOCH_INPUT`) whose leader epoch is below, or partition epoch not above, the partition's
-    PartitionRecord before it."""
-    if records.num_rows < 2:
-        return FINDINGS.empty_table()
-    g = PartitionGroups(records)
-    leader = g.flags(g.column("leader_epoch").fill_null(0))
-    epoch = g.flags(g.column("partition_epoch").fill_null(0))
-    follows = np.ones(g.n, dtype=bool)  # the row before is the same partition's
-    follows[g.starts] = False
-    back = np.zeros(g.n, dtype=bool)
-    back[1:] = follows[1:] & ((leader[1:] < leader[:-1]) | (epoch[1:] <= epoch[:-1]))
-    at = np.flatnonzero(back)
-    rows = g.table.take(pa.array(at)).to_pylist()
-    explanations = [
-        f"partition {r['partition_id']} of topic id {r['topic_id']} goes back to leader epoch "
-        f"{r['leader_epoch']} / partition epoch {r['partition_epoch']} (was {leader[i - 1]} / {epoch[i - 1]})"
-        for i, r in zip(at, rows, strict=True)
-    ]
-    return _found("partition_epochs_increase", rows, explanations)
 
 
 # -- the checks that need the whole log, settled from small summaries ---------------------------------------------
@@ -366,3 +337,53 @@ def state_findings(partitions: pa.Table) -> pa.Table:
         )
     )
     return pa.concat_tables(found)
+
+
+def removals_of_unknown_topics(events: pa.Table) -> pa.Table:
+    """remove_of_existing_topic: a RemoveTopicRecord whose id is not live where it lies (never created, or removed
+    already). ``events``: every TopicRecord and RemoveTopicRecord (with where each lies)."""
+    found, explanations, live = [], [], set()
+    for row in events.sort_by("order").to_pylist():
+        if row["record_type"] == "TopicRecord":
+            live.add(row["topic_id"])
+        elif row["topic_id"] in live:
+            live.remove(row["topic_id"])
+        else:
+            found.append(row)
+            explanations.append(f"RemoveTopicRecord for topic id {row['topic_id']}, which does not exist")
+    return _found("remove_of_existing_topic", found, explanations)
+
+
+def configs_of_removed_topics(configs: pa.Table, events: pa.Table, topic_resource: int = 2) -> pa.Table:
+    """config_of_existing_topic: a topic's ConfigRecord naming a topic that was removed and not created again
+    before it (the name is free: nothing can be configured under it). ``configs``: the ConfigRecords (resource
+    type and name, config name, order, where each lies); ``events``: every TopicRecord and RemoveTopicRecord."""
+    topic = configs.filter(pc.equal(configs.column("resource_type"), topic_resource))
+    if topic.num_rows == 0:
+        return FINDINGS.empty_table()
+    timeline = sorted(
+        [(row["order"], 0, row) for row in events.to_pylist()] + [(row["order"], 1, row) for row in topic.to_pylist()],
+        key=lambda item: (item[0], item[1]),
+    )
+    names: dict[str, str] = {}  # topic id -> its name
+    live: dict[str, str] = {}  # name -> its live id
+    removed: dict[str, str] = {}  # name -> the id it had when removed (while no topic has it)
+    found, explanations = [], []
+    for _, is_config, row in timeline:
+        if is_config:
+            name = row["resource_name"]
+            if name not in live and name in removed:
+                found.append(row)
+                explanations.append(
+                    f"ConfigRecord sets {row['config_name']} of topic '{name}', removed (topic id {removed[name]})"
+                )
+        elif row["record_type"] == "TopicRecord":
+            names[row["topic_id"]] = row["topic_name"]
+            live[row["topic_name"]] = row["topic_id"]
+            removed.pop(row["topic_name"], None)
+        else:
+            name = names.get(row["topic_id"])
+            if name is not None and live.get(name) == row["topic_id"]:
+                del live[name]
+                removed[name] = row["topic_id"]
+    return _found("config_of_existing_topic", found, explanations)

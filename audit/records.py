@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import shutil
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,23 +29,23 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StringType, StructField, StructType
 
-from audit import tables
+from audit import history, tables
 from audit.decode import FileRange, arrow_schema, spark_schema
 from audit.fold import INPUT as FOLD_INPUT
 from audit.fold import STATE, buckets_of, fold_range, merge_deltas, topic_spans
 from audit.record_checks import (
     COLUMNS,
-    EPOCH_INPUT,
     FINDINGS,
     MENTIONS,
     REGISTRATIONS,
     SUSPECTS,
     batch_findings,
-    epoch_regressions,
+    configs_of_removed_topics,
     findings,
     live_name_clashes,
     mentions,
     orphan_suspects,
+    removals_of_unknown_topics,
     reused_topic_ids,
     state_findings,
     unreadable,
@@ -60,6 +62,7 @@ class Written:
     records: int  # rows, error rows included
     errors: int
     last_offset: int | None
+    last_time: int | None = None  # the latest batch time of the records audited (ms), for what is still open there
 
 
 def table_schema() -> StructType:
@@ -84,7 +87,7 @@ def _batch_summary(batch: pa.RecordBatch) -> pa.Table:
 
 
 PARTITION_TYPES = ("PartitionRecord", "PartitionChangeRecord")
-PARTITION_INPUT = list(dict.fromkeys([*FOLD_INPUT, *CHECK_INPUT]))
+PARTITION_INPUT = list(dict.fromkeys([*FOLD_INPUT, *CHECK_INPUT, *history.INPUT]))
 BATCHES = pa.schema(  # a row per log batch
     [
         ("file", pa.string()),
@@ -96,9 +99,9 @@ BATCHES = pa.schema(  # a row per log batch
         ("crc_valid", pa.bool_()),
     ]
 )
-SUMMARIES = ("batches", "orphan_suspects", "broker_mentions", "broker_registrations")  # beside `records`
+SUMMARIES = ("batches", "orphan_suspects", "broker_mentions", "broker_registrations", "leader_changes")
 TABLES = ("topics", "partitions", "brokers", "configs", "violations", "topics_per_minute")  # the state and checks
-BUCKETS = "by_topic"  # deltas, topic events, PartitionRecords: a directory per bucket of topics; merged, then removed
+BUCKETS = "by_topic"  # deltas, topic events, partition rows: a directory per bucket of topics; merged, then removed
 
 
 def _part(index: int) -> str:
@@ -122,10 +125,10 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buck
     found: list[pa.Table] = []
     partition_rows: list[pa.RecordBatch] = []
     topic_events: list[pa.RecordBatch] = []
-    partition_records: list[pa.RecordBatch] = []
     registrations: list[pa.RecordBatch] = []
     records = errors = 0
     last: int | None = None
+    last_time: int | None = None
     try:
         for batch in read_range(r, False, first_log_offset):
             if batch.num_rows == 0:
@@ -145,8 +148,6 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buck
                 found.append(unreadable(batch))
             elif kind in PARTITION_TYPES:
                 partition_rows.append(kept.select(PARTITION_INPUT))
-                if kind == "PartitionRecord":
-                    partition_records.append(kept.select(EPOCH_INPUT))
             elif kind in ("TopicRecord", "RemoveTopicRecord"):
                 topic_events.append(kept.select(tables.TOPIC_INPUT))
             elif kind == "RegisterBrokerRecord":
@@ -157,6 +158,9 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buck
             top = pc.max(batch.column("offset")).as_py()
             if top is not None and (last is None or top > last):
                 last = top
+            latest = pc.max(pc.cast(kept.column("append_time"), pa.timestamp("ms", tz="UTC"), safe=False))
+            if kind is not None and latest.is_valid and (last_time is None or latest.value > last_time):
+                last_time = latest.value
     finally:
         for writer in writers.values():
             writer.close()
@@ -184,37 +188,37 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buck
     if registrations:
         pq.write_table(pa.Table.from_batches(registrations), Path(out) / "broker_registrations" / _part(index))
     by_topic = {"events": pa.Table.from_batches(topic_events)} if topic_events else {}
-    if partition_records:
-        by_topic["epochs"] = pa.Table.from_batches(partition_records)
     if partition_rows:
         partitions = pa.Table.from_batches(partition_rows)
         found.append(findings(partitions))
         pq.write_table(mentions(partitions), Path(out) / "broker_mentions" / _part(index))
         by_topic["deltas"] = fold_range(partitions.select(FOLD_INPUT))
+        by_topic["rows"] = partitions.select([c for c in history.INPUT if c != "topic_name"])
     _violations(found, out, f"records-{index:05d}", always=False)
     for name, table in by_topic.items():
         bucket = buckets_of(table.column("topic_id"), buckets)
         for b in range(buckets):
             pq.write_table(table.filter(bucket == b), Path(out) / BUCKETS / f"{b:05d}" / f"{name}-{index:05d}.parquet")
-    return Written(records, errors, last)
+    return Written(records, errors, last, last_time)
 
 
 def _merge_bucket(bucket: int, out: str) -> None:
-    """One bucket of topics, from every range's deltas, topic events and PartitionRecords: the live topics and
-    their partitions (:mod:`audit.fold`, :mod:`audit.tables`), the checks of the topics' records and final state,
-    and the topics whose partition rows need checking against their lifetimes
-    (:func:`audit.record_checks.orphan_suspects`)."""
+    """One bucket of topics, from every range's deltas, topic events and partition rows: the live topics and
+    their partitions (:mod:`audit.fold`, :mod:`audit.tables`), the checks of the topics' records (each partition's
+    walked in log order: :mod:`audit.history`) and final state, the leadership changes, and the topics whose
+    partition rows need checking against their lifetimes (:func:`audit.record_checks.orphan_suspects`)."""
     directory = Path(out) / BUCKETS / f"{bucket:05d}"
-    deltas, events, epochs = (
-        [pq.read_table(f) for f in sorted(directory.glob(f"{name}-*.parquet"))]
-        for name in ("deltas", "events", "epochs")
+    deltas, events, partition_rows = (
+        [pq.read_table(f) for f in sorted(directory.glob(f"{name}-*.parquet"))] for name in ("deltas", "events", "rows")
     )
     topic_events = pa.concat_tables(events) if events else _schema_of(tables.TOPIC_INPUT).empty_table()
     live = tables.topics(topic_events)
     created = topic_events.filter(pc.equal(topic_events.column("record_type"), "TopicRecord"))
     found = [reused_topic_ids(created)]
-    if epochs:
-        found.append(epoch_regressions(pa.concat_tables(epochs)))
+    walked = pa.concat_tables([t.select(history.INPUT) for t in _history_input(topic_events, partition_rows)])
+    walk_found, leader_changes = history.walk(walked)
+    found.append(walk_found)
+    pq.write_table(leader_changes, Path(out) / "leader_changes" / _part(bucket))
     if deltas:
         merged = pa.concat_tables(deltas)
         state = merge_deltas(merged)
@@ -229,12 +233,24 @@ def _merge_bucket(bucket: int, out: str) -> None:
     _violations(found, out, f"merge-{bucket:05d}")
 
 
+def _history_input(topic_events: pa.Table, partition_rows: list[pa.Table]) -> list[pa.Table]:
+    """Topic events and partition rows, each with every column of :data:`audit.history.INPUT` (nulls where it has
+    none)."""
+    schema = _schema_of(history.INPUT)
+    out = []
+    for t in (topic_events, *partition_rows):
+        has = t.column_names
+        columns = [t.column(f.name) if f.name in has else pa.nulls(t.num_rows, f.type) for f in schema]
+        out.append(pa.table(columns, schema=schema))
+    return out
+
+
 def _schema_of(columns: list[str]) -> pa.Schema:
     """These columns of the decoded rows, with their types."""
     return pa.schema([field for field in RECORD_FIELDS if field.name in columns])
 
 
-def _records_of(out: str, kinds: tuple[str, ...], columns: list[str], as_of: int | None) -> pa.Table:
+def records_of(out: str | Path, kinds: tuple[str, ...], columns: list[str], as_of: int | None = None) -> pa.Table:
     """The rows of these record types (up to ``as_of``), from the records table the decode job wrote."""
     schema = _schema_of(columns)
     stored = [c for c in schema.names if c != "record_type"]  # (the directory's name)
@@ -251,19 +267,53 @@ def _records_of(out: str, kinds: tuple[str, ...], columns: list[str], as_of: int
 def _merge_rest(out: str, as_of: int | None) -> None:
     """What is not kept per topic, beside the buckets: the brokers, the configs, topics created per minute, and
     the checks along the log's batches and across topic names."""
-    events = _records_of(out, ("TopicRecord", "RemoveTopicRecord"), tables.TOPIC_INPUT, as_of)
+    events = records_of(out, ("TopicRecord", "RemoveTopicRecord"), tables.TOPIC_INPUT, as_of)
     created = events.filter(pc.equal(events.column("record_type"), "TopicRecord"))
-    brokers = _records_of(out, tables.BROKER_TYPES, tables.BROKER_INPUT, as_of)
-    configs = _records_of(out, ("ConfigRecord",), tables.CONFIG_INPUT, as_of)
+    brokers = records_of(out, tables.BROKER_TYPES, tables.BROKER_INPUT, as_of)
+    configs = records_of(out, ("ConfigRecord",), [*tables.CONFIG_INPUT, "offset", "file", "position"], as_of)
     tables.write_table(tables.brokers(brokers), Path(out) / "brokers")
     tables.write_table(tables.configs(configs, events), Path(out) / "configs")
     tables.write_table(tables.topics_per_minute(created), Path(out) / "topics_per_minute")
     batches = tables.read_table(Path(out) / "batches", BATCHES)
-    _violations([batch_findings(batches), live_name_clashes(events)], out, "rest")
+    found = [
+        batch_findings(batches),
+        live_name_clashes(events),
+        removals_of_unknown_topics(events),
+        configs_of_removed_topics(configs, events),
+    ]
+    _violations(found, out, "rest")
+
+
+Tasks = Callable[[Callable[[Any], Any], list[Any]], list[Any]]  # runs a function over items, one task each
 
 
 def write_tables(
     spark: SparkSession,
+    log_dir: str | Path,
+    out: str | Path,
+    *,
+    from_start: bool = False,
+    as_of_offset: int | None = None,
+) -> Written:
+    """:func:`build_tables` with Spark's executors running the tasks."""
+    context = spark.sparkContext
+
+    def on_executors(task: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        return context.parallelize(items, len(items)).map(task).collect()
+
+    return build_tables(
+        on_executors, context.defaultParallelism, log_dir, out, from_start=from_start, as_of_offset=as_of_offset
+    )
+
+
+def in_process(task: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    """Tasks run one after the other in this process (tests; no Spark)."""
+    return [task(item) for item in items]
+
+
+def build_tables(
+    run: Tasks,
+    parallelism: int,
     log_dir: str | Path,
     out: str | Path,
     *,
@@ -285,26 +335,38 @@ def write_tables(
         if table.exists():
             shutil.rmtree(table)
         table.mkdir(parents=True)
-    parallelism = spark.sparkContext.defaultParallelism
     ranges, first = plan(log_dir, from_start, DEFAULT_SPLIT_BYTES, 4 * parallelism)
     for b in range(parallelism):
         (out / BUCKETS / f"{b:05d}").mkdir()
-    parts = []
+    parts: list[Written] = []
     if ranges:
-        tasks = spark.sparkContext.parallelize(list(enumerate(ranges)), len(ranges))
-        parts = tasks.map(
-            lambda task: _write_range(task[0], task[1], first, str(out), parallelism, as_of_offset)
-        ).collect()
-    merges = spark.sparkContext.parallelize(range(parallelism + 1), parallelism + 1)
-    merges.foreach(lambda b: _merge_bucket(b, str(out)) if b < parallelism else _merge_rest(str(out), as_of_offset))
+        parts = run(
+            lambda task: _write_range(task[0], task[1], first, str(out), parallelism, as_of_offset),
+            list(enumerate(ranges)),
+        )
+    run(
+        lambda b: _merge_bucket(b, str(out)) if b < parallelism else _merge_rest(str(out), as_of_offset),
+        list(range(parallelism + 1)),
+    )
     shutil.rmtree(out / BUCKETS)
     last = [p.last_offset for p in parts if p.last_offset is not None]
-    return Written(sum(p.records for p in parts), sum(p.errors for p in parts), max(last) if last else None)
+    times = [p.last_time for p in parts if p.last_time is not None]
+    return Written(
+        sum(p.records for p in parts),
+        sum(p.errors for p in parts),
+        max(last) if last else None,
+        max(times) if times else None,
+    )
 
 
 def read_summary(out: str | Path, name: str) -> pa.Table:
-    """``orphan_suspects``, ``broker_mentions`` or ``broker_registrations`` (the driver shares the directory)."""
-    schema = {"orphan_suspects": SUSPECTS, "broker_mentions": MENTIONS, "broker_registrations": REGISTRATIONS}[name]
+    """One of the :data:`SUMMARIES` but ``batches`` (the driver shares the directory)."""
+    schema = {
+        "orphan_suspects": SUSPECTS,
+        "broker_mentions": MENTIONS,
+        "broker_registrations": REGISTRATIONS,
+        "leader_changes": history.CHANGES,
+    }[name]
     return tables.read_table(Path(out) / name, schema)
 
 

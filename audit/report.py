@@ -40,14 +40,33 @@ def _line(path: Path, xs: list[Any], ys: list[float], title: str, ylabel: str) -
     return path.name
 
 
+def _cell(value: Any) -> str:
+    """A table cell: empty for a missing value (not "None")."""
+    return "" if value is None else html.escape(str(value))
+
+
+def _duration(ms: int) -> str:
+    return f"{ms / 1000:,.1f} s"
+
+
 def _table(rows: list[dict[str, Any]], limit: int = 200) -> str:
     if not rows:
         return "<p><em>none</em></p>"
     cols = list(rows[0])
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in cols) + "</tr>" for r in rows[:limit])
+    body = "".join("<tr>" + "".join(f"<td>{_cell(r[c])}</td>" for c in cols) + "</tr>" for r in rows[:limit])
     more = f"<p>({len(rows) - limit} more rows in the Parquet table)</p>" if len(rows) > limit else ""
     return f"<table><tr>{head}</tr>{body}</table>{more}"
+
+
+def _offline_summary(offline: dict[str, int] | None) -> str:
+    if not offline or not offline["partitions"]:
+        return "<p>No partition was ever without a leader.</p>"
+    return (
+        f"<p>{offline['partitions']:,} partition(s) were without a leader (-1) {offline['intervals']:,} time(s), "
+        f"{_duration(offline['total_ms'])} in all, {_duration(offline['max_ms'])} at most; "
+        f"{offline['at_end']:,} still at the end of the log (counted up to its last batch).</p>"
+    )
 
 
 def write_report(out: Path, result: Any, tables: dict[str, list[dict[str, Any]]]) -> Path:
@@ -97,6 +116,34 @@ def write_report(out: Path, result: Any, tables: dict[str, list[dict[str, Any]]]
                 "topics",
             )
         )
+    events = tables.get("broker_events", [])
+    moves = [e for e in events if e["leaders_lost"] or e["leaders_gained"]][:40]
+    if moves:
+        charts.append(
+            _bar(
+                out / "leadership_moves.png",
+                [f"{e['time']:%m-%d %H:%M:%S} b{e['broker_id']} {e['event']}" for e in moves],
+                {
+                    "lost": [e["leaders_lost"] for e in moves],
+                    "gained": [e["leaders_gained"] for e in moves],
+                    "went offline": [e["went_offline"] for e in moves],
+                },
+                "Leaderships lost and gained at broker events",
+                "partitions",
+            )
+        )
+    offline = tables.get("offline_partitions", [])
+    if offline:
+        longest = offline[:20]
+        charts.append(
+            _bar(
+                out / "offline_partitions.png",
+                [f"{p['topic_name']}-{p['partition_id']}" for p in longest],
+                {"seconds without a leader": [p["total_ms"] / 1000 for p in longest]},
+                "Partitions offline longest",
+                "seconds",
+            )
+        )
     s = result.summary
     violations = result.violations
     verdict = (
@@ -116,6 +163,10 @@ def write_report(out: Path, result: Any, tables: dict[str, list[dict[str, Any]]]
         "<h2>Racks</h2>" + _table(racks),
         "<h2>Replication factors</h2>" + _table(factors),
         "<h2>Configs in use</h2>" + _table(tables.get("configs_in_use", []), 100),
+        "<h2>Leadership timeline</h2><p>Each broker's registrations, fencings, unfencings and controlled shutdowns "
+        "(the batch's time), with the leader changes in the same batch: leaderships it lost and gained, how many of "
+        "those it lost went offline, and how many partitions it leads after.</p>" + _table(events),
+        "<h2>Offline partitions</h2>" + _offline_summary(s.get("offline")) + _table(offline, 100),
     ]
     page = (
         "<!doctype html><meta charset=utf-8><title>pykraft audit</title><style>body{font-family:sans-serif;"

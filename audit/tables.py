@@ -50,6 +50,30 @@ BROKERS = pa.schema(
     ]
 )
 CONFIGS = pa.schema([(k, pa.int32() if k == "resource_type" else pa.string()) for k in CONFIG_INPUT[:4]])
+BROKER_EVENT_INPUT = [*BROKER_INPUT, "offset", "file", "position", "append_time"]
+BROKER_EVENTS = pa.schema(
+    [
+        ("time", pa.timestamp("ms")),  # the batch's
+        ("offset", pa.int64()),
+        ("broker_id", pa.int32()),
+        ("event", pa.string()),  # registered, fenced, unfenced, controlled_shutdown, unregistered (or two of them)
+        ("leaders_lost", pa.int64()),  # partitions it led before a leader change in the event's batch, not after
+        ("leaders_gained", pa.int64()),
+        ("went_offline", pa.int64()),  # of those lost: left with no leader (-1)
+        ("leading_after", pa.int64()),  # partitions it leads after the batch
+    ]
+)
+OFFLINE = pa.schema(
+    [
+        ("topic_id", pa.string()),
+        ("topic_name", pa.string()),
+        ("partition_id", pa.int32()),
+        ("intervals", pa.int64()),  # times it had no leader (leader -1)
+        ("total_ms", pa.int64()),  # how long, by the batches' times
+        ("max_ms", pa.int64()),
+        ("offline_at_end", pa.bool_()),  # still without a leader at the end of the log (counted up to its last batch)
+    ]
+)
 
 
 def last_per_key(rows: pa.Table, keys: list[str]) -> pa.Table:
@@ -149,6 +173,143 @@ def configs(rows: pa.Table, topic_events: pa.Table) -> pa.Table:
 
 
 # -- analytics ----------------------------------------------------------------------------------------------------
+
+
+def broker_events(rows: pa.Table, changes: pa.Table) -> pa.Table:
+    """The leadership timeline per broker: each time it registered, was fenced or unfenced, entered a controlled
+    shutdown or unregistered (a change counts only for the broker's registration of the time: same broker epoch),
+    with the leader changes in the event's log batch (the controller writes an event's partition changes in its
+    batch) that took leaderships from it or gave it some, and how many partitions it leads after that batch.
+    ``rows``: the broker records (:data:`BROKER_EVENT_INPUT`); ``changes``: the leadership changes
+    (``audit.history.CHANGES``)."""
+    registered: dict[int, int | None] = {}
+    events = []
+    for row in sorted(rows.to_pylist(), key=lambda r: r["order"]):
+        kind, broker = row["record_type"], row["broker_id"]
+        said = []
+        if kind == "RegisterBrokerRecord":
+            registered[broker] = row["broker_epoch"]
+            said.append("registered")
+        elif broker in registered and registered[broker] == row["broker_epoch"]:
+            if kind == "UnregisterBrokerRecord":
+                del registered[broker]
+                said.append("unregistered")
+            if row["fenced"] == 1:
+                said.append("fenced")
+            elif row["fenced"] == -1:
+                said.append("unfenced")
+            if row["in_controlled_shutdown"] == 1:
+                said.append("controlled_shutdown")
+        if said:
+            events.append({**row, "event": ",".join(said)})
+    if not events:
+        return BROKER_EVENTS.empty_table()
+    batches = {(e["file"], e["position"]) for e in events}
+    ordered = changes.sort_by("order")
+    near = ordered.filter(pc.is_in(ordered.column("position"), pa.array({p for _, p in batches}, pa.int64())))
+    in_batches: dict[tuple[str, int], list[tuple[int | None, int | None, int]]] = {}
+    for file, position, previous, leader, order in zip(
+        *(near.column(c).to_pylist() for c in ("file", "position", "previous", "leader", "order")), strict=True
+    ):
+        if (file, position) in batches:
+            in_batches.setdefault((file, position), []).append((previous, leader, order))
+    counts = _leaders_over_time(ordered)
+    out = []
+    for e in events:
+        moves = in_batches.get((e["file"], e["position"]), [])
+        b = e["broker_id"]
+        lost = [leader for previous, leader, _ in moves if previous == b and leader is not None and leader != b]
+        gained = [1 for previous, leader, _ in moves if leader == b and previous is not None and previous != b]
+        upto = max([e["order"], *(order for _, _, order in moves)])
+        orders, leading = counts.get(b, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        at = int(np.searchsorted(orders, upto, side="right"))
+        out.append(
+            {
+                "time": e["append_time"],
+                "offset": e["offset"],
+                "broker_id": b,
+                "event": e["event"],
+                "leaders_lost": len(lost),
+                "leaders_gained": len(gained),
+                "went_offline": sum(1 for leader in lost if leader == -1),
+                "leading_after": int(leading[at - 1]) if at else 0,
+            }
+        )
+    return pa.Table.from_pylist(out, schema=BROKER_EVENTS)
+
+
+def _leaders_over_time(changes: pa.Table) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per broker: the orders of the changes that gave it a leadership or took one, and how many partitions it led
+    after each (``changes`` in log order)."""
+    order = changes.column("order").to_numpy()
+    parts = []
+    for column, step in (("leader", 1), ("previous", -1)):
+        broker = changes.column(column)
+        named = pc.fill_null(pc.greater_equal(broker, 0), False).to_numpy(zero_copy_only=False)
+        parts.append((broker.to_numpy(zero_copy_only=False)[named].astype(np.int64), order[named], step))
+    brokers = np.concatenate([b for b, _, _ in parts])
+    orders = np.concatenate([o for _, o, _ in parts])
+    steps = np.concatenate([np.full(b.size, s, np.int64) for b, _, s in parts])
+    by = np.lexsort((orders, brokers))
+    brokers, orders, steps = brokers[by], orders[by], steps[by]
+    out = {}
+    for b in np.unique(brokers):
+        lo, hi = np.searchsorted(brokers, b), np.searchsorted(brokers, b, side="right")
+        out[int(b)] = (orders[lo:hi], np.cumsum(steps[lo:hi]))
+    return out
+
+
+def offline_partitions(changes: pa.Table, end_ms: int | None) -> pa.Table:
+    """Per partition that was ever without a leader: how many times, for how long in all and at most, by the
+    batches' times, from the record that left it leaderless to the one that gave it a leader again (or removed its
+    topic); one still leaderless at the end counts up to ``end_ms``, the log's last batch time. ``changes``: the
+    leadership changes (``audit.history.CHANGES``)."""
+    if changes.num_rows == 0:
+        return OFFLINE.empty_table()
+    t = changes.sort_by([("topic_id", "ascending"), ("partition_id", "ascending"), ("order", "ascending")])
+    topic = t.column("topic_id").combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
+    key = (topic.astype(np.int64) << 32) | t.column("partition_id").to_numpy().astype(np.int64)
+    n = t.num_rows
+    new = np.ones(n, dtype=bool)
+    new[1:] = key[1:] != key[:-1]
+    group_end = np.append(np.flatnonzero(new)[1:], n)[np.cumsum(new) - 1]  # one past each row's partition's last
+    off = pc.fill_null(pc.equal(t.column("leader"), -1), False).to_numpy(zero_copy_only=False)
+    was_off = np.zeros(n, dtype=bool)
+    was_off[1:] = off[:-1] & ~new[1:]
+    starts = np.flatnonzero(off & ~was_off)
+    if starts.size == 0:
+        return OFFLINE.empty_table()
+    # the first row after each start (of the same partition) that is not leaderless ends it
+    next_on = np.minimum.accumulate(np.where(~off, np.arange(n), n)[::-1])[::-1]
+    ends = next_on[starts]
+    still = ends >= group_end[starts]
+    ms = pc.cast(t.column("append_time"), pa.int64()).to_numpy(zero_copy_only=False)
+    last = end_ms if end_ms is not None else int(ms.max())
+    stop = np.where(still, last, ms[np.minimum(ends, n - 1)])
+    intervals = pa.table(
+        {
+            "topic_id": t.column("topic_id").take(pa.array(starts)),
+            "topic_name": t.column("topic_name").take(pa.array(starts)),
+            "partition_id": t.column("partition_id").take(pa.array(starts)),
+            "ms": pa.array(np.maximum(stop - ms[starts], 0), pa.int64()),
+            "open": pa.array(still),
+        }
+    )
+    summary = intervals.group_by(["topic_id", "topic_name", "partition_id"], use_threads=False).aggregate(
+        [([], "count_all"), ("ms", "sum"), ("ms", "max"), ("open", "any")]
+    )
+    return pa.table(
+        {
+            "topic_id": summary.column("topic_id"),
+            "topic_name": summary.column("topic_name"),
+            "partition_id": summary.column("partition_id"),
+            "intervals": summary.column("count_all"),
+            "total_ms": summary.column("ms_sum"),
+            "max_ms": summary.column("ms_max"),
+            "offline_at_end": summary.column("open_any"),
+        },
+        schema=OFFLINE,
+    ).sort_by([("total_ms", "descending"), ("topic_name", "ascending"), ("partition_id", "ascending")])
 
 
 def topics_per_minute(created: pa.Table) -> pa.Table:

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import random
-
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from audit.record_checks import (
-    EPOCH_INPUT,
     FINDINGS,
     INPUT,
     MENTIONS,
     early_brokers,
-    epoch_regressions,
     findings,
     mentions,
     orphan_suspects,
@@ -144,40 +140,3 @@ def test_early_brokers_are_named_before_their_first_registration() -> None:
     registered = pa.table({"broker_id": [1, 2, 4, 4], "order": [5, 7, 60, 40]})
     early, first = early_brokers(named, registered)
     assert early == [2, 3] and first == {1: 5, 2: 7, 4: 40}  # 2 named at 3; 3 never registered
-
-
-epoch_row = st.fixed_dictionaries(
-    {
-        "topic_id": st.sampled_from(["A", "B"]),
-        "partition_id": st.integers(0, 1),
-        "epochs": st.tuples(st.integers(0, 3), st.integers(0, 3)),
-    }
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(epoch_row, max_size=30), st.randoms())
-def test_epoch_regressions_compare_each_partition_record_with_the_one_before(
-    drawn: list[dict], rnd: random.Random
-) -> None:
-    rows = [
-        {"topic_id": d["topic_id"], "partition_id": d["partition_id"], "order": i, "offset": i, "file": "f"}
-        | {"position": i, "leader_epoch": d["epochs"][0], "partition_epoch": d["epochs"][1]}
-        for i, d in enumerate(drawn)
-    ]
-    want, last = [], {}
-    for r in rows:
-        key = (r["topic_id"], r["partition_id"])
-        if key in last and (r["leader_epoch"] < last[key][0] or r["partition_epoch"] <= last[key][1]):
-            want.append((r["offset"], f"(was {last[key][0]} / {last[key][1]})"))
-        last[key] = (r["leader_epoch"], r["partition_epoch"])
-    shuffled = rows[:]
-    rnd.shuffle(shuffled)
-    int32 = {"partition_id", "leader_epoch", "partition_epoch"}
-    strings = {"topic_id", "file"}
-    schema = pa.schema(
-        [(n, pa.int32() if n in int32 else pa.string() if n in strings else pa.int64()) for n in EPOCH_INPUT]
-    )
-    got = epoch_regressions(pa.Table.from_pylist(shuffled, schema=schema)).to_pylist()
-    assert sorted((f["offset"], f["explanation"][f["explanation"].index("(was") :]) for f in got) == sorted(want)
-    assert all(f["check"] == "partition_epochs_increase" and f["order"] == f["offset"] for f in got)

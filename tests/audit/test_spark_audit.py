@@ -19,6 +19,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 from audit_helpers import (
+    TS,
     LogBuilder,
     assert_same_state,
     audit_state,
@@ -219,6 +220,18 @@ def history() -> tuple[LogBuilder, int]:
     b.add(topic_config("gamma", "min.insync.replicas", "2"), NoOpRecord())
     b.add(pchange(G2, 0, isr=[1]), pchange(G2, 0, isr=[1, 2]))  # partition epoch +2, leader epoch unchanged
     b.add(pchange(A, 1, leader=1), pchange(A, 1, leader=1))  # the same leader again: its epoch still goes up
+    # gamma-0 loses its leader, and gets one back by an unclean election; alpha gets a partition more
+    b.add(pchange(G2, 0, leader=-1), timestamp=TS + 1000)
+    b.add(pchange(G2, 0, leader=2, isr=[2], leader_recovery_state=1), timestamp=TS + 4000)
+    b.add(partition(A, 3, [1, 2, 3]), timestamp=TS + 5000)
+    # broker 1 fenced: the leaderships it holds move in the same batch, then it is unfenced
+    b.add(
+        pchange(A, 1, leader=2, isr=[2]),
+        pchange(A, 3, leader=2, isr=[2, 3]),
+        change(1, e[1], fenced=1),
+        timestamp=TS + 6000,
+    )
+    b.add(change(1, e[1], fenced=-1), timestamp=TS + 9000)
     return b, cut
 
 
@@ -241,7 +254,8 @@ def test_replay_equals_the_controllers_replay(known: tuple[LogBuilder, int, Any]
     assert (expected["brokers"][4]["fenced"], expected["brokers"][6]["in_controlled_shutdown"]) == (True, True)
     assert 5 not in expected["brokers"] and not expected["brokers"][3]["in_controlled_shutdown"]
     assert expected["partitions"][(str(A), 0)]["replicas"] == [2, 3, 4]
-    assert expected["partitions"][(str(A), 1)]["leader_epoch"] == 4
+    assert expected["partitions"][(str(A), 1)]["leader_epoch"] == 5
+    assert expected["partitions"][(str(G2), 0)]["leader_recovery_state"] == 1 and len(expected["partitions"]) == 6
     assert (
         expected["partitions"][(str(A), 2)]["leader_epoch"],
         expected["partitions"][(str(A), 2)]["partition_epoch"],
@@ -393,7 +407,8 @@ def broken_log() -> tuple[LogBuilder, dict[tuple[str, int | None], int], int]:
     b.add(TopicRecord(name="t2", topic_id=t[2]), partition(t[2], 0, [1]))
     at("one_live_topic_id_per_name", b.add(TopicRecord(name="t2", topic_id=t[3])))  # t2 still lives
     at("partition_of_existing_topic", b.add(partition(uid(999), 0, [1, 2])))  # no such topic
-    b.add(TopicRecord(name="t4", topic_id=t[4]), partition(t[4], 0, [1]), partition(t[4], 2, [1]))
+    created = b.add(TopicRecord(name="t4", topic_id=t[4]), partition(t[4], 0, [1]), partition(t[4], 2, [1]))
+    at("partitions_added_in_order", created + 2)  # the next partition is 1
     at("partition_ids_contiguous", None)  # t4 has partitions 0 and 2
     b.add(TopicRecord(name="t5", topic_id=t[5]))
     at("replicas_distinct", b.add(partition(t[5], 0, [1, 1], [1])))
@@ -415,6 +430,15 @@ def broken_log() -> tuple[LogBuilder, dict[tuple[str, int | None], int], int]:
     b.add(TopicRecord(name="t10", topic_id=t[10]), partition(t[10], 0, [1, 2]))
     b.add(RemoveTopicRecord(topic_id=t[10]))
     at("partition_of_existing_topic", b.add(pchange(t[10], 0, isr=[1])))  # t10 is gone
+    at("remove_of_existing_topic", b.add(RemoveTopicRecord(topic_id=t[10])))  # and cannot go again
+    at("config_of_existing_topic", b.add(topic_config("t10", "retention.ms", "1")))  # nor be configured
+    b.add(TopicRecord(name="t11", topic_id=t[11]), partition(t[11], 0, [1, 2]), partition(t[11], 1, [1, 2]))
+    at("isr_not_empty", b.add(pchange(t[11], 0, leader=-1, isr=[])))
+    at("leader_in_isr", b.add(pchange(t[11], 1, leader=3)))  # broker 3 is no replica
+    at("leader_in_isr", None)
+    at("isr_subset_of_replicas", b.add(pchange(t[11], 0, replicas=[2, 3], isr=[1])))
+    at("isr_subset_of_replicas", None)
+    at("partition_exists", b.add(pchange(t[11], 5, isr=[1])))  # t11 has two partitions
     # an unknown record type last in its batch: a finding of its own, not a gap in the offsets
     at("readable", b.add_raw([serialize(NoOpRecord()), bytes([1, 200, 1, 0])]) + 1)
     b.add(NoOpRecord())
