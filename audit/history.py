@@ -32,6 +32,7 @@ from audit.record_checks import FINDINGS, _elements, _keys, _within
 
 TOPIC_EVENT_TYPES = ("TopicRecord", "RemoveTopicRecord")
 PARTITION_TYPES = ("PartitionRecord", "PartitionChangeRecord")
+WHERE = ("order", "offset", "file", "position", "append_time")  # a leadership change's record
 INPUT = [
     "topic_id",
     "topic_name",
@@ -133,26 +134,27 @@ def walk(rows: pa.Table) -> tuple[pa.Table, pa.Table]:
 
     # -- each partition's rows within its lifetime, in log order
     take = np.flatnonzero(part)
-    pid = _ints(rows.column("partition_id"), -1)[take]
-    born = born_row[take]
-    grouped = np.lexsort((order[take], pid, born, codes[take]))
-    at = take[grouped]  # row index of each walked row
-    t = rows.take(pa.array(at)).combine_chunks()
+    # a partition of a lifetime: the lifetime's event (its index among the events sorted by topic) and the index
+    lifetime = last_event[take]
+    key = (lifetime << 32) | (_ints(rows.column("partition_id"), -1)[take] & 0xFFFFFFFF)
+    grouped = np.lexsort((order[take], key))
+    at = take[grouped]  # row index of each walked row (only the columns needed are taken, and at few rows)
     n = at.size
-    segment_key = np.stack([codes[at], born[grouped], pid[grouped]])
+    key, lifetime = key[grouped], lifetime[grouped]
+    pid = _ints(rows.column("partition_id"), -1)[at]
     new_segment = np.ones(n, dtype=bool)
-    new_segment[1:] = np.any(segment_key[:, 1:] != segment_key[:, :-1], axis=0)
+    new_segment[1:] = key[1:] != key[:-1]
     starts = np.flatnonzero(new_segment)
     seg = np.cumsum(new_segment) - 1
     seg_start = starts[seg]
     index = np.arange(n)
 
-    full = _flags(pc.equal(t.column("record_type"), "PartitionRecord"))
-    isr, replicas, leader_col = t.column("isr").chunk(0), t.column("replicas").chunk(0), t.column("leader").chunk(0)
-    sets_isr = full | _flags(isr.is_valid())
-    sets_replicas = full | _flags(replicas.is_valid())
-    sets_leader = full | _flags(leader_col.is_valid())
-    leader = _ints(leader_col, -1)
+    full = _flags(pc.equal(kind, "PartitionRecord"))[at]
+    isr, replicas, leader_col = (rows.column(c).combine_chunks() for c in ("isr", "replicas", "leader"))
+    sets_isr = full | _flags(isr.is_valid())[at]
+    sets_replicas = full | _flags(replicas.is_valid())[at]
+    sets_leader = full | _flags(leader_col.is_valid())[at]
+    leader = _ints(leader_col, -1)[at]
     base = _last_set(full)
     has_state = base >= seg_start  # at or after the partition's first PartitionRecord in this lifetime
     base_before = np.append(-1, base[:-1])
@@ -164,33 +166,34 @@ def walk(rows: pa.Table) -> tuple[pa.Table, pa.Table]:
     # epochs after each row: the base's plus the changes since it
     leader_changes = np.cumsum(sets_leader & ~full)
     base_at = np.maximum(base, 0)
-    leader_epoch = _ints(t.column("leader_epoch"), 0)[base_at] + leader_changes - leader_changes[base_at]
-    partition_epoch = _ints(t.column("partition_epoch"), 0)[base_at] + index - base_at
+    leader_epoch = _ints(rows.column("leader_epoch"), 0)[at[base_at]] + leader_changes - leader_changes[base_at]
+    partition_epoch = _ints(rows.column("partition_epoch"), 0)[at[base_at]] + index - base_at
     previous_leader = leader[last_leader[before]]
 
     found: list[tuple[str, int, str]] = []  # (check, walked row, explanation)
 
     def where(i: int) -> str:
-        return f"partition {t.column('partition_id')[i].as_py()} of topic id {t.column('topic_id')[i].as_py()}"
+        return f"partition {pid[i]} of topic id {rows.column('topic_id')[int(at[i])].as_py()}"
 
     for i in np.flatnonzero(~has_state):
         found.append(("partition_exists", i, f"PartitionChangeRecord for {where(i)}, which the topic does not have"))
-    for i in np.flatnonzero(sets_isr & has_state & (pc.list_value_length(isr).fill_null(1).to_numpy() == 0)):
-        found.append(("isr_not_empty", i, f"{t.column('record_type')[i].as_py()} leaves {where(i)} with an empty ISR"))
+    empty = pc.list_value_length(isr).fill_null(1).to_numpy(zero_copy_only=False)[at] == 0
+    for i in np.flatnonzero(sets_isr & has_state & empty):
+        found.append(("isr_not_empty", i, f"{kind[int(at[i])].as_py()} leaves {where(i)} with an empty ISR"))
 
     changed = np.flatnonzero(has_state & ~full)
     wide = changed[sets_isr[changed] | sets_replicas[changed]]
     if wide.size:
-        for i in wide[_not_within(isr, last_isr[wide], replicas, last_replicas[wide])]:
-            s = ",".join(map(str, isr[last_isr[i]].as_py()))
-            r = ",".join(map(str, replicas[last_replicas[i]].as_py()))
+        for i in wide[_not_within(isr, at[last_isr[wide]], replicas, at[last_replicas[wide]])]:
+            s = ",".join(map(str, isr[int(at[last_isr[i]])].as_py()))
+            r = ",".join(map(str, replicas[int(at[last_replicas[i]])].as_py()))
             found.append(("isr_subset_of_replicas", i, f"{where(i)}: ISR [{s}] is not within replicas [{r}]"))
     led = changed[sets_isr[changed] | sets_leader[changed]]
     if led.size:
         leaders = leader[last_leader[led]]
-        outside = (leaders != -1) & ~_in_lists(leaders, isr, last_isr[led])
+        outside = (leaders != -1) & ~_in_lists(leaders, isr, at[last_isr[led]])
         for i in led[outside]:
-            s = ",".join(map(str, isr[last_isr[i]].as_py()))
+            s = ",".join(map(str, isr[int(at[last_isr[i]])].as_py()))
             found.append(("leader_in_isr", i, f"{where(i)}: leader {leader[last_leader[i]]} is not in ISR [{s}]"))
 
     again = np.flatnonzero(full & existed)
@@ -212,13 +215,12 @@ def walk(rows: pa.Table) -> tuple[pa.Table, pa.Table]:
 
     # partitions created in a lifetime, in log order: each must be the next index
     created_at = np.flatnonzero(first_base)
-    by_creation = created_at[np.lexsort((order[at[created_at]], born[grouped][created_at], codes[at[created_at]]))]
-    lifetime_key = np.stack([codes[at[by_creation]], born[grouped][by_creation]])
+    by_creation = created_at[np.lexsort((order[at[created_at]], lifetime[created_at]))]
     new_lifetime = np.ones(by_creation.size, dtype=bool)
-    new_lifetime[1:] = np.any(lifetime_key[:, 1:] != lifetime_key[:, :-1], axis=0)
+    new_lifetime[1:] = lifetime[by_creation][1:] != lifetime[by_creation][:-1]
     first_of_lifetime = np.flatnonzero(new_lifetime)
     count = np.arange(by_creation.size) - first_of_lifetime[np.cumsum(new_lifetime) - 1]
-    skipped = pid[grouped][by_creation] != count
+    skipped = pid[by_creation] != count
     for i, expected in zip(by_creation[skipped], count[skipped], strict=True):
         found.append(
             (
@@ -229,17 +231,20 @@ def walk(rows: pa.Table) -> tuple[pa.Table, pa.Table]:
             )
         )
 
-    findings = _findings(t, found)
+    findings = _findings(rows, [(check, int(at[i]), text) for check, i, text in found])
 
     # -- leadership changes, and the end of each partition whose topic is removed
     moved = np.flatnonzero(has_state & sets_leader)
-    names = rows.column("topic_name").take(pa.array(born_row[at]))
+    names = rows.column("topic_name")
     changes = pa.table(
         {
-            "topic_id": t.column("topic_id").take(pa.array(moved)),
-            "topic_name": names.take(pa.array(moved)),
-            "partition_id": t.column("partition_id").take(pa.array(moved)),
-            **{c: t.column(c).take(pa.array(moved)) for c in ("order", "offset", "file", "position", "append_time")},
+            "topic_id": rows.column("topic_id").take(pa.array(at[moved])),
+            "topic_name": names.take(pa.array(born_row[at[moved]])),
+            "partition_id": pa.array(pid[moved], pa.int32()),
+            **{
+                c: rows.column(c).take(pa.array(at[moved]))
+                for c in ("order", "offset", "file", "position", "append_time")
+            },
             "previous": pa.array(previous_leader[moved], pa.int32(), mask=first_base[moved]),
             "leader": pa.array(leader[moved], pa.int32()),
         },
@@ -256,10 +261,10 @@ def walk(rows: pa.Table) -> tuple[pa.Table, pa.Table]:
                 changes,
                 pa.table(
                     {
-                        "topic_id": t.column("topic_id").take(pa.array(gone)),
-                        "topic_name": names.take(pa.array(gone)),
-                        "partition_id": t.column("partition_id").take(pa.array(gone)),
-                        **{c: rows.column(c).take(by) for c in ("order", "offset", "file", "position", "append_time")},
+                        "topic_id": rows.column("topic_id").take(pa.array(at[gone])),
+                        "topic_name": names.take(pa.array(born_row[at[gone]])),
+                        "partition_id": pa.array(pid[gone], pa.int32()),
+                        **{c: rows.column(c).take(by) for c in WHERE},
                         "previous": pa.array(leader[last_leader[gone]], pa.int32()),
                         "leader": pa.nulls(gone.size, pa.int32()),
                     },
@@ -271,6 +276,7 @@ def walk(rows: pa.Table) -> tuple[pa.Table, pa.Table]:
 
 
 def _findings(t: pa.Table, found: list[tuple[str, int, str]]) -> pa.Table:
+    """Findings at rows of ``t``: (check, row index, explanation)."""
     if not found:
         return FINDINGS.empty_table()
     at = pa.array([i for _, i, _ in found], pa.int64())
