@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {  # proto file -> package directory its code goes to
     "quorum.proto": "quorum/transport/pb",
     "controller.proto": "pykraft/api",
+    "broker.proto": "pykraft/api",
 }
 
 
