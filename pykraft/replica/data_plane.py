@@ -1,0 +1,340 @@
+"""The data plane's I/O: the fetch service on the broker's listener, one fetcher per leader broker, the metadata
+poller, the ISR-expiration timer and the AlterPartition sender, all around one :class:`ReplicaManager`.
+
+Brokers are not Raft observers yet, so the metadata comes from the controller: ``describe_cluster`` and
+``describe_topics`` every ``metadata_interval_ms`` (the heartbeat interval), and at once when a fetch or an
+AlterPartition answer says ours is stale. A follower fetches back to back while its leader has more than one answer
+carries, else every replica.fetch.wait.max.ms (no long poll); after a failure it backs off replica.fetch.backoff.ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+
+import grpc
+import structlog
+
+from pykraft.api import broker_pb2 as pb
+from pykraft.api import broker_pb2_grpc as pb_grpc
+from pykraft.client import AdminClient, AdminError, ClusterDescription, TopicDescription
+from pykraft.replica.manager import AlterPartitionSender, ReplicaManager
+from pykraft.replica.partition import BrokerState, FetchAnswer, PartitionMetadata, ReplicaConfig
+from quorum.errors import Errors
+from quorum.fault import FaultHandler, fault_message, spawn
+from quorum.log.message import Uuid
+from quorum.transport.peer import SERVER_OPTIONS
+
+log = structlog.get_logger("pykraft.replica")
+
+STATUS_INTERVAL_S = 30.0  # how often a data_plane_status line is logged
+MIN_REFRESH_GAP_S = 0.1  # metadata polls asked for by stale answers come at most this often
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 << 20),
+    ("grpc.max_send_message_length", 64 << 20),
+    # A restarted leader is found again within replica.fetch.backoff.ms, not gRPC's default of up to 2 minutes.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def _error(code: int) -> Errors:
+    return Errors(code) if code in Errors._value2member_map_ else Errors.UNKNOWN_SERVER_ERROR
+
+
+def partitions_of(topics: Iterable[TopicDescription]) -> list[PartitionMetadata]:
+    out = []
+    for t in topics:
+        if t.error_code:
+            continue
+        topic_id = Uuid(t.topic_id)
+        for p in t.partitions:
+            out.append(
+                PartitionMetadata(
+                    topic_id,
+                    t.name,
+                    p.partition,
+                    p.leader,
+                    p.leader_epoch,
+                    p.partition_epoch,
+                    tuple(p.replicas),
+                    tuple(p.isr),
+                    getattr(p, "leader_recovery_state", 0),
+                )
+            )
+    return out
+
+
+def brokers_of(cluster: ClusterDescription, listener_name: str = "PLAINTEXT") -> dict[int, BrokerState]:
+    out = {}
+    for b in cluster.brokers:
+        endpoint = next(((h, port) for name, h, port in b.listeners if name == listener_name), None)
+        out[b.broker_id] = BrokerState(b.broker_epoch, b.fenced, b.in_controlled_shutdown, endpoint)
+    return out
+
+
+class FetchService(pb_grpc.ReplicaFetchServicer):
+    """A leader's side of followers' fetches."""
+
+    def __init__(self, manager: ReplicaManager) -> None:
+        self.manager = manager
+
+    async def Fetch(self, request: pb.FetchRequest, context: grpc.aio.ServicerContext) -> pb.FetchResponse:
+        answers = self.manager.answer_fetch(
+            request.replica_id,
+            request.broker_epoch,
+            request.max_bytes,
+            (
+                (p.topic_id, p.partition, p.fetch_offset, p.current_leader_epoch, p.partition_max_bytes)
+                for p in request.partitions
+            ),
+        )
+        response = pb.FetchResponse()
+        add = response.partitions.add
+        for topic_id, index, a in answers:
+            add(
+                topic_id=topic_id,
+                partition=index,
+                error_code=int(a.error),
+                high_watermark=a.high_watermark,
+                log_end_offset=a.log_end_offset,
+                records_end_offset=a.records_end_offset,
+            )
+        return response
+
+
+class DataPlane:
+    def __init__(
+        self,
+        broker_id: int,
+        listener: tuple[str, int],
+        admin: AdminClient,
+        broker_epoch: Callable[[], int],
+        config: ReplicaConfig,
+        faults: FaultHandler,
+        *,
+        metadata_interval_ms: int = 2000,
+        paused: bool = False,
+    ) -> None:
+        self.broker_id = broker_id
+        self.listener = listener
+        self.admin = admin
+        self.broker_epoch = broker_epoch
+        self.config = config
+        self.faults = faults
+        self.metadata_interval_ms = metadata_interval_ms
+        self.paused = paused
+        self.manager = ReplicaManager(broker_id, config, now_ms, broker_epoch)
+        self.sender = AlterPartitionSender(broker_id, broker_epoch, self._alter_partition, self.manager.on_alter_answer)
+        self.manager.submit = self.sender.submit
+        self._refresh = asyncio.Event()
+        self.manager.request_refresh = self._refresh.set
+        self.metadata_polls = 0
+        self.last_poll_ms = 0.0
+        self._server: grpc.aio.Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._fetchers: dict[int, asyncio.Task[None]] = {}
+        self._channels: dict[tuple[str, int], grpc.aio.Channel] = {}
+        self._fetch_failing: set[int] = set()
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+
+    async def start_server(self) -> bool:
+        """Serve fetches on the listener. False (and an error line) if it cannot be bound: the agent then runs
+        its control plane only, and followers of its partitions cannot fetch."""
+        server = grpc.aio.server(options=SERVER_OPTIONS)
+        pb_grpc.add_ReplicaFetchServicer_to_server(FetchService(self.manager), server)
+        host, port = self.listener
+        bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        try:
+            bound = server.add_insecure_port(bind)
+        except RuntimeError:
+            bound = 0
+        if bound == 0:
+            log.error("data_plane_listener_failed", listen=bind, reason="the address is in use or not local")
+            return False
+        await server.start()
+        self._server = server
+        log.info("data_plane_listening", listen=bind)
+        return True
+
+    def start(self) -> None:
+        """Start polling metadata, fetching, expiring ISR members and sending AlterPartition (after the agent has
+        registered: fetches and AlterPartition carry its broker epoch)."""
+        for name, work in (
+            ("alter-partition", self.sender.run()),
+            ("metadata-poller", self._poll_metadata()),
+            ("isr-expiration", self._expire_isr()),
+            ("data-plane-status", self._log_status()),
+        ):
+            self._tasks.append(spawn(work, name=name, on_error=self._failed(name)))
+        log.info(
+            "data_plane_started",
+            produce_rate=self.config.produce_rate,
+            replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+            paused=self.paused,
+        )
+
+    async def stop(self) -> None:
+        tasks = [*self._tasks, *self._fetchers.values()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        self._fetchers.clear()
+        for ch in self._channels.values():
+            await ch.close()
+        self._channels.clear()
+        if self._server is not None:
+            await self._server.stop(grace=0.5)
+            self._server = None
+
+    def set_paused(self, paused: bool) -> None:
+        """Stop (or resume) fetching as a follower: a test's way to make this broker fall out of the ISRs."""
+        if paused != self.paused:
+            self.paused = paused
+            log.info("replication_paused" if paused else "replication_resumed", broker_id=self.broker_id)
+
+    def _failed(self, doing: str) -> Callable[[BaseException], None]:
+        def report(e: BaseException) -> None:
+            self.faults.handle_fault(fault_message(f"running the data plane's {doing} task", e), e)
+
+        return report
+
+    # -- metadata -----------------------------------------------------------------------------------------------
+
+    async def poll_metadata_once(self) -> int:
+        started = time.perf_counter()
+        cluster = await self.admin.describe_cluster(timeout_ms=self.metadata_interval_ms * 5)
+        topics = await self.admin.describe_topics(timeout_ms=self.metadata_interval_ms * 5)
+        changed = self.manager.apply_metadata(partitions_of(topics), brokers_of(cluster))
+        self.metadata_polls += 1
+        self.last_poll_ms = (time.perf_counter() - started) * 1000
+        self._sync_fetchers()
+        return changed
+
+    async def _poll_metadata(self) -> None:
+        failing = False
+        while True:
+            self._refresh.clear()
+            try:
+                changed = await self.poll_metadata_once()
+            except AdminError as e:
+                if not failing:
+                    log.warning("metadata_poll_failed", error=str(e))
+                failing = True
+            else:
+                if failing:
+                    log.info("metadata_poll_recovered")
+                failing = False
+                if changed:
+                    log.debug("metadata_applied", changed=changed, poll_ms=round(self.last_poll_ms, 1))
+            try:
+                await asyncio.wait_for(self._refresh.wait(), self.metadata_interval_ms / 1000)
+                await asyncio.sleep(MIN_REFRESH_GAP_S)
+            except TimeoutError:
+                pass
+
+    async def _alter_partition(self, broker_id: int, broker_epoch: int, topics: list) -> object:
+        try:
+            return await self.admin.alter_partition(broker_id, broker_epoch, topics, timeout_ms=15_000)
+        except AdminError as e:
+            if e.code in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
+                self._refresh.set()
+            raise
+
+    async def _expire_isr(self) -> None:
+        interval = self.config.replica_lag_time_max_ms / 2 / 1000  # Kafka's isr-expiration schedule
+        while True:
+            await asyncio.sleep(interval)
+            self.manager.maybe_shrink_isr()
+
+    async def _log_status(self) -> None:
+        while True:
+            await asyncio.sleep(STATUS_INTERVAL_S)
+            c = self.manager.counters
+            log.info(
+                "data_plane_status",
+                **self.manager.summary(),
+                paused=self.paused,
+                fetches_sent=c.fetches_sent,
+                messages_fetched=c.messages_fetched,
+                fetches_answered=c.fetches_answered,
+                isr_shrinks=c.isr_shrinks,
+                isr_expands=c.isr_expands,
+                metadata_polls=self.metadata_polls,
+                last_metadata_poll_ms=round(self.last_poll_ms, 1),
+            )
+
+    # -- follower fetchers --------------------------------------------------------------------------------------
+
+    def _sync_fetchers(self) -> None:
+        for leader_id in self.manager.followed_leaders():
+            if leader_id not in self._fetchers:
+                name = f"fetcher-{leader_id}"
+                self._fetchers[leader_id] = spawn(self._fetch_from(leader_id), name=name, on_error=self._failed(name))
+
+    def _channel(self, endpoint: tuple[str, int]) -> grpc.aio.Channel:
+        ch = self._channels.get(endpoint)
+        if ch is None:
+            host, port = endpoint
+            target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            ch = self._channels[endpoint] = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+        return ch
+
+    async def _fetch_from(self, leader_id: int) -> None:
+        """Kafka's ReplicaFetcherThread for one leader broker: every partition followed from it in one request."""
+        wait = self.config.replica_fetch_wait_max_ms / 1000
+        try:
+            while leader_id in self.manager.followed_leaders():
+                batch = [] if self.paused else self.manager.fetch_batch(leader_id)
+                if not batch:
+                    await asyncio.sleep(wait)
+                    continue
+                broker = self.manager.brokers.brokers.get(leader_id)
+                if broker is None or broker.endpoint is None:
+                    self.manager.fetch_failed(batch)
+                    continue
+                request = pb.FetchRequest(
+                    replica_id=self.broker_id,
+                    broker_epoch=self.broker_epoch(),
+                    max_bytes=self.config.replica_fetch_response_max_bytes,
+                )
+                add = request.partitions.add
+                for p, fetch_offset, leader_epoch in batch:
+                    add(
+                        topic_id=bytes(p.topic_id),
+                        partition=p.index,
+                        fetch_offset=fetch_offset,
+                        current_leader_epoch=leader_epoch,
+                        partition_max_bytes=self.config.replica_fetch_max_bytes,
+                    )
+                stub = pb_grpc.ReplicaFetchStub(self._channel(broker.endpoint))
+                try:
+                    response = await stub.Fetch(request, timeout=self.config.replica_socket_timeout_ms / 1000)
+                except grpc.aio.AioRpcError as e:
+                    self.manager.fetch_failed(batch)
+                    if leader_id not in self._fetch_failing:
+                        self._fetch_failing.add(leader_id)
+                        log.warning("fetch_failed", leader=leader_id, endpoint=broker.endpoint, code=e.code().name)
+                    continue
+                if leader_id in self._fetch_failing:
+                    self._fetch_failing.discard(leader_id)
+                    log.info("fetch_recovered", leader=leader_id)
+                answers = {
+                    (a.topic_id, a.partition): FetchAnswer(
+                        _error(a.error_code), a.high_watermark, a.log_end_offset, a.records_end_offset
+                    )
+                    for a in response.partitions
+                }
+                if not self.manager.on_fetch_answers(batch, answers):
+                    await asyncio.sleep(wait)
+        finally:
+            if self._fetchers.get(leader_id) is asyncio.current_task():
+                del self._fetchers[leader_id]

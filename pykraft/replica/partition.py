@@ -1,0 +1,495 @@
+"""One partition replica on one broker: its simulated log, and — where the broker leads — its followers' fetch
+state and the ISR decisions of Kafka's ``Partition`` (maybeShrinkIsr, maybeExpandIsr, maybeIncrementLeaderHW and the
+pending-AlterPartition states).
+
+Pure: every method that depends on time takes ``now_ms``; nothing here reads a clock, sleeps or sends. Decisions
+that need the controller come back as a :class:`PendingChange`, which the caller sends as AlterPartition and answers
+with :meth:`Partition.on_alter_result` / :meth:`Partition.on_alter_error`.
+
+Offsets count messages. A leader's log grows at ``produce_rate`` messages per second from the moment it became
+leader (computed when asked, so an idle agent costs nothing); each message counts as :data:`MESSAGE_BYTES` bytes
+when a fetch's size is bounded.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from controller.requests import LeaderRecoveryState
+from quorum.errors import Errors
+from quorum.log.message import Uuid
+
+MESSAGE_BYTES = 1024  # what one simulated message counts for against a fetch's max bytes
+NO_LEADER = -1
+
+
+@dataclass(frozen=True)
+class ReplicaConfig:
+    """The data plane's settings, by Kafka's broker config names."""
+
+    produce_rate: float = 0.0  # messages per second appended to each partition this broker leads
+    replica_lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms
+    replica_fetch_wait_max_ms: int = 500  # replica.fetch.wait.max.ms: a caught-up follower's pause between fetches
+    replica_fetch_max_bytes: int = 1_048_576  # replica.fetch.max.bytes: per partition and fetch
+    replica_fetch_response_max_bytes: int = 10_485_760  # replica.fetch.response.max.bytes: per fetch
+    replica_fetch_backoff_ms: int = 1000  # replica.fetch.backoff.ms: after a failed fetch
+    replica_socket_timeout_ms: int = 30_000  # replica.socket.timeout.ms: a fetch's deadline
+
+    def __post_init__(self) -> None:
+        if self.produce_rate < 0:
+            raise ValueError(f"produce rate {self.produce_rate} must not be negative")
+        if self.replica_lag_time_max_ms <= 0:
+            raise ValueError(f"replica.lag.time.max.ms {self.replica_lag_time_max_ms} must be positive")
+        if self.replica_fetch_max_bytes < MESSAGE_BYTES:
+            raise ValueError(f"replica.fetch.max.bytes {self.replica_fetch_max_bytes} is below one message")
+
+
+class BrokerState(NamedTuple):
+    """What the controller last said about a broker (describe_cluster)."""
+
+    epoch: int
+    fenced: bool
+    in_controlled_shutdown: bool
+    endpoint: tuple[str, int] | None
+
+
+class BrokerView:
+    """The registered brokers as last described; Kafka's KRaftMetadataCache for the checks a leader makes."""
+
+    def __init__(self, brokers: dict[int, BrokerState] | None = None) -> None:
+        self.brokers = brokers or {}
+
+    def eligible(self, broker_id: int, fetch_epoch: int | None) -> bool:
+        """Kafka's isReplicaIsrEligible (KRaft): registered, unfenced, not shutting down, and the broker epoch its
+        fetches carry is the registered one (-1: not checked)."""
+        b = self.brokers.get(broker_id)
+        if b is None or b.fenced or b.in_controlled_shutdown or fetch_epoch is None:
+            return False
+        return fetch_epoch == -1 or fetch_epoch == b.epoch
+
+    def stale(self, broker_id: int, fetch_epoch: int) -> bool:
+        """A fetch from an older incarnation of the broker (Kafka's updateFetchStateOrThrow check)."""
+        b = self.brokers.get(broker_id)
+        return fetch_epoch != -1 and b is not None and b.epoch > fetch_epoch
+
+
+@dataclass
+class ReplicaState:
+    """The leader's view of one follower (Kafka's ``ReplicaState``)."""
+
+    broker_id: int
+    log_end_offset: int = -1  # -1: unknown (no fetch in this leader epoch yet)
+    last_fetch_leader_leo: int = 0  # the leader's LEO when the previous fetch arrived
+    last_fetch_time_ms: int = 0
+    last_caught_up_time_ms: int = 0
+    broker_epoch: int | None = None  # from its fetches
+
+    def update_fetch_state(self, fetch_offset: int, now_ms: int, leader_leo: int, broker_epoch: int) -> None:
+        """Kafka's Replica.updateFetchStateOrThrow: caught up now if the fetch reads up to the leader's current LEO,
+        else caught up as of the previous fetch if it reads up to the LEO the leader had then."""
+        if fetch_offset >= leader_leo:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, now_ms)
+        elif fetch_offset >= self.last_fetch_leader_leo:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
+        self.log_end_offset = fetch_offset
+        self.last_fetch_leader_leo = max(leader_leo, self.last_fetch_leader_leo)
+        self.last_fetch_time_ms = now_ms
+        self.broker_epoch = broker_epoch
+
+    def is_caught_up(self, leader_leo: int, now_ms: int, max_lag_ms: int) -> bool:
+        return leader_leo == self.log_end_offset or now_ms - self.last_caught_up_time_ms <= max_lag_ms
+
+    def reset(self, now_ms: int, leader_leo: int, is_new_leader: bool, in_sync: bool) -> None:
+        """Kafka's resetReplicaState, at a new leader epoch: an ISR member counts as caught up now, others never."""
+        self.last_caught_up_time_ms = now_ms if in_sync else 0
+        self.last_fetch_leader_leo = leader_leo
+        self.last_fetch_time_ms = now_ms
+        if is_new_leader:
+            self.log_end_offset = -1
+            self.broker_epoch = None
+
+
+class ChangeKind(enum.Enum):
+    SHRINK = "isr_shrink"
+    EXPAND = "isr_expand"
+    RECOVER = "leader_recovered"  # RECOVERING -> RECOVERED after an unclean election, the ISR unchanged
+
+
+@dataclass(eq=False)
+class PendingChange:
+    """An AlterPartition in flight (Kafka's PendingExpandIsr / PendingShrinkIsr): until it is answered the leader
+    starts no other change, and counts the larger of the old and proposed ISRs for the high watermark."""
+
+    partition: Partition
+    kind: ChangeKind
+    new_isr: tuple[tuple[int, int], ...]  # (broker id, broker epoch)
+    leader_epoch: int
+    partition_epoch: int
+    leader_recovery_state: int
+    old_isr: tuple[int, ...]
+    detail: dict[str, object] = field(default_factory=dict)  # for the log line: who was out of sync, and why
+
+    @property
+    def members(self) -> tuple[int, ...]:
+        return tuple(b for b, _ in self.new_isr)
+
+
+class PartitionMetadata(NamedTuple):
+    """A partition as the controller describes it."""
+
+    topic_id: Uuid
+    topic: str
+    index: int
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader_recovery_state: int = LeaderRecoveryState.RECOVERED
+
+
+class FetchAnswer(NamedTuple):
+    """A leader's answer for one partition of a fetch."""
+
+    error: Errors
+    high_watermark: int = -1
+    log_end_offset: int = -1
+    records_end_offset: int = -1  # where the follower's log ends after appending what this answer carries
+
+
+# Errors of an AlterPartition partition after which the leader's state is stale: stay pending, wait for metadata.
+STALE_STATE_ERRORS = frozenset(
+    {
+        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        Errors.UNKNOWN_TOPIC_ID,
+        Errors.FENCED_LEADER_EPOCH,
+        Errors.INVALID_UPDATE_VERSION,
+        Errors.INVALID_REQUEST,
+        Errors.NEW_LEADER_ELECTED,
+    }
+)
+# Errors that say the change was not applied and our epochs are right: back to the committed state.
+NOT_APPLIED_ERRORS = frozenset({Errors.OPERATION_NOT_ATTEMPTED, Errors.INELIGIBLE_REPLICA})
+
+
+class Partition:
+    def __init__(self, topic_id: Uuid, topic: str, index: int, local_id: int, config: ReplicaConfig) -> None:
+        self.topic_id = topic_id
+        self.topic = topic
+        self.index = index
+        self.local_id = local_id
+        self.config = config
+        self.replicas: tuple[int, ...] = ()
+        self.leader = NO_LEADER
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.isr: tuple[int, ...] = ()  # the committed ISR, as the controller last confirmed it
+        self.leader_recovery_state = LeaderRecoveryState.RECOVERED
+        self.pending: PendingChange | None = None
+        self.remotes: dict[int, ReplicaState] = {}
+        self.log_end_offset = 0
+        self.high_watermark = 0
+        self.epoch_start_offset: int | None = None  # the LEO when this broker began leading in this leader epoch
+        self._produce_origin: tuple[int, int] | None = None  # (time, LEO) since which the log grows
+        self.metadata_seen = (-1, -1)  # (leader epoch, partition epoch) of the metadata last applied
+        self.metadata_stale = False  # an AlterPartition answer said our state is old: apply the next metadata
+        # follower side
+        self.fetch_blocked = False  # FENCED_LEADER_EPOCH: our leader epoch is old; wait for new metadata
+        self.fetch_backoff_until_ms = 0
+
+    def __repr__(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.local_id
+
+    # -- the simulated log ------------------------------------------------------------------------------------
+
+    def leo(self, now_ms: int) -> int:
+        """The log end offset; a leader's grows at the produce rate."""
+        if self._produce_origin is not None and self.config.produce_rate > 0:
+            since, base = self._produce_origin
+            produced = base + int(max(0, now_ms - since) * self.config.produce_rate / 1000)
+            if produced > self.log_end_offset:
+                self.log_end_offset = produced
+        return self.log_end_offset
+
+    def _stop_producing(self, now_ms: int) -> None:
+        self.leo(now_ms)
+        self._produce_origin = None
+
+    # -- metadata -----------------------------------------------------------------------------------------------
+
+    def apply_metadata(self, m: PartitionMetadata, now_ms: int, broker_epoch: int) -> PendingChange | None:
+        """Apply the controller's view if it changed since the last one applied (polled metadata is treated as a
+        delta, as a Kafka broker sees only changed partitions), or if an AlterPartition answer said ours is stale.
+        Older than what an AlterPartition answer gave us: skipped (Kafka's partition-epoch check). Returns the
+        AlterPartition to send for a partition led in RECOVERING state."""
+        key = (m.leader_epoch, m.partition_epoch)
+        if key == self.metadata_seen and not self.metadata_stale:
+            return None
+        if m.partition_epoch < self.partition_epoch:
+            return None
+        self.metadata_seen = key
+        self.metadata_stale = False
+        self.topic = m.topic
+        if m.leader == self.local_id:
+            self._make_leader(m, now_ms)
+            return self.maybe_recover(broker_epoch)
+        self._make_follower(m, now_ms)
+        return None
+
+    def _make_leader(self, m: PartitionMetadata, now_ms: int) -> None:
+        was_leader = self.is_leader
+        leo = self.leo(now_ms)
+        self.replicas = m.replicas
+        self.isr = m.isr
+        self.leader_recovery_state = m.leader_recovery_state
+        self.pending = None
+        followers = [b for b in m.replicas if b != self.local_id]
+        self.remotes = {b: self.remotes.get(b) or ReplicaState(b) for b in followers}
+        if m.leader_epoch > self.leader_epoch or not was_leader:
+            self.epoch_start_offset = leo
+            for r in self.remotes.values():
+                r.reset(now_ms, leo, is_new_leader=not was_leader, in_sync=r.broker_id in m.isr)
+            self.leader_epoch = m.leader_epoch
+            self._produce_origin = (now_ms, leo)
+        self.partition_epoch = m.partition_epoch
+        self.leader = self.local_id
+        self.fetch_blocked = False
+
+    def _make_follower(self, m: PartitionMetadata, now_ms: int) -> None:
+        if self.is_leader:
+            self._stop_producing(now_ms)
+        if m.leader_epoch != self.leader_epoch or m.leader != self.leader:
+            self.fetch_blocked = False
+            self.fetch_backoff_until_ms = 0
+        self.leader = m.leader
+        self.leader_epoch = m.leader_epoch
+        self.partition_epoch = m.partition_epoch
+        self.replicas = m.replicas
+        self.isr = m.isr
+        self.leader_recovery_state = m.leader_recovery_state
+        self.pending = None
+        self.remotes = {}
+        self.epoch_start_offset = None
+
+    # -- leader: the ISR ---------------------------------------------------------------------------------------
+
+    def maximal_isr(self) -> frozenset[int]:
+        """The ISR the high watermark must wait for: while a change is in flight, the larger of old and new."""
+        if self.pending is None:
+            return frozenset(self.isr)
+        return frozenset(self.isr) | frozenset(self.pending.members)
+
+    def high_watermark_now(self, now_ms: int, brokers: BrokerView) -> int:
+        """Kafka's maybeIncrementLeaderHW: the lowest LEO among the maximal ISR and the followers that are caught
+        up and eligible but not yet in it (so they can join); never moves back."""
+        if not self.is_leader:
+            return self.high_watermark
+        leo = self.leo(now_ms)
+        new = leo
+        maximal = self.maximal_isr()
+        lag = self.config.replica_lag_time_max_ms
+        for r in self.remotes.values():
+            if r.log_end_offset < new and (
+                r.broker_id in maximal
+                or (r.is_caught_up(leo, now_ms, lag) and brokers.eligible(r.broker_id, r.broker_epoch))
+            ):
+                new = r.log_end_offset
+        if new > self.high_watermark:
+            self.high_watermark = new
+        return self.high_watermark
+
+    def out_of_sync(self, now_ms: int) -> list[int]:
+        """Kafka's getOutOfSyncReplicas: ISR followers not caught up within replica.lag.time.max.ms."""
+        if self.pending is not None or not self.is_leader:
+            return []
+        leo = self.leo(now_ms)
+        lag = self.config.replica_lag_time_max_ms
+        return [
+            b
+            for b in self.isr
+            if b != self.local_id and ((r := self.remotes.get(b)) is None or not r.is_caught_up(leo, now_ms, lag))
+        ]
+
+    def maybe_shrink(self, now_ms: int, broker_epoch: int) -> PendingChange | None:
+        out = self.out_of_sync(now_ms)
+        if not out:
+            return None
+        leo = self.leo(now_ms)
+        detail = {
+            "out_of_sync": [
+                {
+                    "broker": b,
+                    "log_end_offset": r.log_end_offset if (r := self.remotes.get(b)) else -1,
+                    "caught_up_ms_ago": now_ms - r.last_caught_up_time_ms if r else -1,
+                }
+                for b in out
+            ],
+            "leader_log_end_offset": leo,
+            "high_watermark": self.high_watermark,
+        }
+        return self._propose(ChangeKind.SHRINK, tuple(b for b in self.isr if b not in out), broker_epoch, detail)
+
+    def maybe_expand(self, follower: ReplicaState, brokers: BrokerView, broker_epoch: int) -> PendingChange | None:
+        """Kafka's maybeExpandIsr: an eligible follower outside the ISR whose LEO reached the high watermark and
+        this leader epoch's start offset joins it."""
+        if self.pending is not None or not self.is_leader or follower.broker_id in self.isr:
+            return None
+        if not brokers.eligible(follower.broker_id, follower.broker_epoch):
+            return None
+        leo = follower.log_end_offset
+        if self.epoch_start_offset is None or leo < self.high_watermark or leo < self.epoch_start_offset:
+            return None
+        detail = {"joining": follower.broker_id, "log_end_offset": leo, "high_watermark": self.high_watermark}
+        return self._propose(ChangeKind.EXPAND, (*self.isr, follower.broker_id), broker_epoch, detail)
+
+    def maybe_recover(self, broker_epoch: int) -> PendingChange | None:
+        """A leader elected uncleanly (RECOVERING) tells the controller it has recovered, as Kafka's leader does."""
+        if self.pending is not None or not self.is_leader:
+            return None
+        if self.leader_recovery_state != LeaderRecoveryState.RECOVERING:
+            return None
+        return self._propose(ChangeKind.RECOVER, self.isr, broker_epoch, {})
+
+    def _propose(
+        self, kind: ChangeKind, members: tuple[int, ...], broker_epoch: int, detail: dict[str, object]
+    ) -> PendingChange:
+        def epoch_of(b: int) -> int:
+            if b == self.local_id:
+                return broker_epoch
+            r = self.remotes.get(b)
+            return r.broker_epoch if r is not None and r.broker_epoch is not None else -1
+
+        self.pending = PendingChange(
+            partition=self,
+            kind=kind,
+            new_isr=tuple((b, epoch_of(b)) for b in members),
+            leader_epoch=self.leader_epoch,
+            partition_epoch=self.partition_epoch,
+            # A leader always sends RECOVERED: it marks itself recovered on election (Kafka's makeLeader).
+            leader_recovery_state=LeaderRecoveryState.RECOVERED,
+            old_isr=self.isr,
+            detail=detail,
+        )
+        return self.pending
+
+    def on_alter_result(
+        self,
+        pending: PendingChange,
+        leader_epoch: int,
+        isr: tuple[int, ...],
+        leader_recovery_state: int,
+        partition_epoch: int,
+        now_ms: int,
+        brokers: BrokerView,
+    ) -> bool:
+        """Kafka's handleAlterPartitionUpdate. True if the answer was applied; False if it is stale (metadata
+        moved on since it was sent, or it names another leader epoch or an older partition epoch: then the change
+        stays pending until the next metadata replaces it)."""
+        if self.pending is not pending:
+            return False
+        if leader_epoch != self.leader_epoch or partition_epoch < self.partition_epoch:
+            self.metadata_stale = True
+            return False
+        self.isr = tuple(isr)
+        self.leader_recovery_state = leader_recovery_state
+        self.partition_epoch = partition_epoch
+        self.pending = None
+        self.high_watermark_now(now_ms, brokers)
+        return True
+
+    def on_alter_error(self, pending: PendingChange, error: Errors) -> bool:
+        """Kafka's handleAlterPartitionError. Returns True if the request should be sent again."""
+        if self.pending is not pending:
+            return False
+        if error in NOT_APPLIED_ERRORS:
+            self.pending = None  # the controller says it did nothing and our epochs are right
+            return False
+        if error in STALE_STATE_ERRORS:
+            self.metadata_stale = True  # stay pending (act on nothing) until metadata replaces the state
+            return False
+        return True
+
+    # -- leader: answering a follower's fetch ---------------------------------------------------------------
+
+    def answer_fetch(
+        self,
+        replica_id: int,
+        replica_epoch: int,
+        fetch_offset: int,
+        current_leader_epoch: int,
+        max_messages: int,
+        now_ms: int,
+        brokers: BrokerView,
+        broker_epoch: int,
+    ) -> tuple[FetchAnswer, PendingChange | None]:
+        """Kafka's leader side of a follower fetch: epoch checks (FENCED_LEADER_EPOCH when the follower's is older,
+        UNKNOWN_LEADER_EPOCH when newer), leadership, the follower's fetch state, ISR expansion, the high
+        watermark. The answer carries at most ``max_messages`` past ``fetch_offset``."""
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < self.leader_epoch:
+                return FetchAnswer(Errors.FENCED_LEADER_EPOCH), None
+            if current_leader_epoch > self.leader_epoch:
+                return FetchAnswer(Errors.UNKNOWN_LEADER_EPOCH), None
+        if not self.is_leader:
+            return FetchAnswer(Errors.NOT_LEADER_OR_FOLLOWER), None
+        follower = self.remotes.get(replica_id)
+        if follower is None or brokers.stale(replica_id, replica_epoch):
+            return FetchAnswer(Errors.NOT_LEADER_OR_FOLLOWER), None
+        leo = self.leo(now_ms)
+        if fetch_offset > leo or fetch_offset < 0:
+            # Kafka's answer to an offset past the log end; the follower truncates to our LEO.
+            return FetchAnswer(Errors.OFFSET_OUT_OF_RANGE, self.high_watermark, leo, leo), None
+        follower.update_fetch_state(fetch_offset, now_ms, leo, replica_epoch)
+        hw = self.high_watermark_now(now_ms, brokers)
+        change = self.maybe_expand(follower, brokers, broker_epoch)
+        end = min(leo, fetch_offset + max(0, max_messages))
+        return FetchAnswer(Errors.NONE, hw, leo, end), change
+
+    # -- follower -----------------------------------------------------------------------------------------------
+
+    def fetchable(self, now_ms: int) -> bool:
+        return (
+            not self.is_leader
+            and self.leader >= 0
+            and self.local_id in self.replicas
+            and not self.fetch_blocked
+            and now_ms >= self.fetch_backoff_until_ms
+        )
+
+    def on_fetch_answer(self, sent_leader_epoch: int, answer: FetchAnswer, now_ms: int) -> FetchOutcome:
+        """Apply the leader's answer. Ignored when the partition changed leader epoch since the fetch was sent."""
+        if self.is_leader or sent_leader_epoch != self.leader_epoch:
+            return IGNORED
+        error = answer.error
+        if error == Errors.NONE:
+            fetched = answer.records_end_offset - self.log_end_offset
+            self.log_end_offset = max(self.log_end_offset, answer.records_end_offset)
+            self.high_watermark = min(answer.high_watermark, self.log_end_offset)
+            behind = answer.records_end_offset < answer.log_end_offset
+            return FetchOutcome(max(0, fetched), behind)
+        if error == Errors.OFFSET_OUT_OF_RANGE:
+            if 0 <= answer.log_end_offset < self.log_end_offset:
+                self.log_end_offset = answer.log_end_offset  # Kafka: a follower ahead of its leader truncates
+                self.high_watermark = min(self.high_watermark, self.log_end_offset)
+            return FetchOutcome(0, True)
+        if error == Errors.FENCED_LEADER_EPOCH:
+            self.fetch_blocked = True
+            return FetchOutcome(0, False, error, refresh=True)
+        self.fetch_backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
+        return FetchOutcome(0, False, error, refresh=error != Errors.UNKNOWN_LEADER_EPOCH)
+
+
+class FetchOutcome(NamedTuple):
+    messages: int  # messages appended
+    behind: bool  # the leader had more than this answer carried: fetch again at once
+    error: Errors = Errors.NONE
+    refresh: bool = False  # the metadata is probably stale: poll the controller now
+
+
+IGNORED = FetchOutcome(0, False)
