@@ -1,6 +1,10 @@
-"""``pykraft broker``: a broker's control plane without the data plane — it registers with the controller,
-heartbeats, gets unfenced, and on SIGTERM goes through controlled shutdown. It stands in for a Kafka broker so
-placement, fencing and leadership can be exercised for real."""
+"""``pykraft broker``: a broker agent — it registers with the controller, heartbeats, gets unfenced, and on SIGTERM
+goes through controlled shutdown; its simulated data plane (:mod:`pykraft.replica`) replicates message counts
+between brokers and keeps the ISRs real through AlterPartition. It stands in for a Kafka broker so placement,
+fencing, leadership and ISR changes can be exercised for real.
+
+``--pause-replication`` (or SIGUSR1, which toggles it) stops fetching as a follower, so this broker's replicas fall
+behind and leave their ISRs after replica.lag.time.max.ms."""
 
 from __future__ import annotations
 
@@ -12,7 +16,10 @@ import sys
 import structlog
 
 from pykraft.client import AdminClient, AdminError
+from pykraft.replica.data_plane import DataPlane
+from pykraft.replica.partition import ReplicaConfig
 from quorum.errors import Errors
+from quorum.fault import FaultHandler, LoggingFaultHandler, ProcessTerminatingFaultHandler
 from quorum.log.message import Uuid
 
 log = structlog.get_logger("pykraft.broker")
@@ -24,6 +31,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT]", help="controller nodes")
     p.add_argument("--listener", default=None, metavar="HOST:PORT", help="advertised PLAINTEXT listener")
     p.add_argument("--heartbeat-interval-ms", type=int, default=2000, help="broker.heartbeat.interval.ms")
+    p.add_argument(
+        "--produce-rate",
+        type=float,
+        default=0.0,
+        metavar="MSGS",
+        help="messages per second appended to each partition this broker leads (default 0: idle)",
+    )
+    p.add_argument("--replica-lag-time-max-ms", type=int, default=30_000, help="replica.lag.time.max.ms")
+    p.add_argument("--replica-fetch-wait-max-ms", type=int, default=500, help="replica.fetch.wait.max.ms")
+    p.add_argument("--replica-fetch-max-bytes", type=int, default=1_048_576, help="replica.fetch.max.bytes")
+    p.add_argument("--pause-replication", action="store_true", help="do not fetch as a follower (SIGUSR1 toggles it)")
     p.add_argument("--data-dir-tag", help=argparse.SUPPRESS)  # lets `pykraft cluster down` recognise its processes
 
 
@@ -35,6 +53,10 @@ class BrokerAgent:
         bootstrap: str,
         listener: tuple[str, int],
         heartbeat_interval_ms: int = 2000,
+        *,
+        replica_config: ReplicaConfig | None = None,
+        pause_replication: bool = False,
+        faults: FaultHandler | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.rack = rack
@@ -45,6 +67,16 @@ class BrokerAgent:
         self.epoch = -1
         self.metadata_offset = -1
         self.fenced = True
+        self.data_plane = DataPlane(
+            broker_id,
+            listener,
+            self.admin,
+            lambda: self.epoch,
+            replica_config or ReplicaConfig(),
+            faults or LoggingFaultHandler(),
+            metadata_interval_ms=heartbeat_interval_ms,
+            paused=pause_replication,
+        )
 
     async def register(self) -> None:
         while True:
@@ -78,7 +110,9 @@ class BrokerAgent:
         return r.should_shut_down
 
     async def run(self, stop: asyncio.Event) -> None:
+        await self.data_plane.start_server()  # up before registering: followers find it through the registration
         await self.register()
+        self.data_plane.start()
         while not stop.is_set():
             await self.heartbeat()
             # While fenced, report progress quickly (a Kafka broker catching up does the same).
@@ -92,6 +126,7 @@ class BrokerAgent:
             if await self.heartbeat(want_shutdown=True):
                 break
             await asyncio.sleep(0.5)
+        await self.data_plane.stop()
         await self.admin.close()
         log.info("broker_stopped", broker_id=self.broker_id)
 
@@ -105,11 +140,27 @@ async def _main(args: argparse.Namespace) -> int:
             print(f"pykraft broker: --listener {args.listener!r} is not HOST:PORT", file=sys.stderr)
             return 2
         host, port = h, int(p)
-    agent = BrokerAgent(args.broker_id, args.rack, args.bootstrap_server, (host, port), args.heartbeat_interval_ms)
+    config = ReplicaConfig(
+        produce_rate=args.produce_rate,
+        replica_lag_time_max_ms=args.replica_lag_time_max_ms,
+        replica_fetch_wait_max_ms=args.replica_fetch_wait_max_ms,
+        replica_fetch_max_bytes=args.replica_fetch_max_bytes,
+    )
+    agent = BrokerAgent(
+        args.broker_id,
+        args.rack,
+        args.bootstrap_server,
+        (host, port),
+        args.heartbeat_interval_ms,
+        replica_config=config,
+        pause_replication=args.pause_replication,
+        faults=ProcessTerminatingFaultHandler(),
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, lambda: agent.data_plane.set_paused(not agent.data_plane.paused))
     await agent.run(stop)
     return 0
 
