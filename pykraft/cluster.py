@@ -39,6 +39,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     up.add_argument("--brokers", type=int, default=6)
     up.add_argument("--racks", type=int, default=3)
     up.add_argument("--timeout", type=float, default=60, help="seconds to wait for the cluster to be healthy")
+    up.add_argument(
+        "--produce-rate",
+        type=float,
+        default=0.0,
+        metavar="MSGS",
+        help="each broker's simulated produce rate: messages per second per partition it leads (default 0: idle)",
+    )
+    up.add_argument("--replica-lag-time-max-ms", type=int, default=30_000, help="the brokers' replica.lag.time.max.ms")
     down = sub.add_parser("down", help="stop the local cluster started in --data-dir")
     down.add_argument("--data-dir", default="./data")
     boot = sub.add_parser("bootstrap", help="print the bootstrap servers of the cluster in --data-dir")
@@ -180,6 +188,10 @@ def up(args: argparse.Namespace) -> int:
             f"127.0.0.1:{broker_ports[j]}",
             "--data-dir-tag",
             str(data_dir),
+            "--produce-rate",
+            str(args.produce_rate),
+            "--replica-lag-time-max-ms",
+            str(args.replica_lag_time_max_ms),
         ]
         pid = _spawn(args_, data_dir / f"broker-{broker_id}.log")
         brokers.append({"id": broker_id, "rack": rack, "pid": pid})
