@@ -134,6 +134,20 @@ class ConfigSource(enum.IntEnum):
     DEFAULT_CONFIG = 5
 
 
+# DescribeConfigs' ConfigType ids, by the type names ConfigEntry.config_type carries (0: unknown).
+CONFIG_TYPE_IDS = {
+    "boolean": 1,
+    "string": 2,
+    "int": 3,
+    "short": 4,
+    "long": 5,
+    "double": 6,
+    "list": 7,
+    "class": 8,
+    "password": 9,
+}
+
+
 @dataclass(frozen=True)
 class AlterableConfig:
     name: str

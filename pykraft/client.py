@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import grpc
 
 from controller.requests import (
+    CONFIG_TYPE_IDS,
     AlterConfigsResource,
     AlterPartitionResponse,
     AlterPartitionResult,
@@ -131,8 +132,7 @@ class ClusterDescription:
 
 
 # Kafka's DescribeConfigs ConfigType ids, as the controller names the types.
-_CONFIG_TYPE_NAMES = {1: "boolean", 2: "string", 3: "int", 4: "short", 5: "long", 6: "double", 7: "list", 8: "class"}
-_CONFIG_TYPE_NAMES[9] = "password"
+_CONFIG_TYPE_NAMES = {number: name for name, number in CONFIG_TYPE_IDS.items()}
 
 
 def _api_error(code: int, message: str) -> ApiError:

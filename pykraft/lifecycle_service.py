@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import grpc
 
 from controller.requests import (
+    CONFIG_TYPE_IDS,
     AlterableConfig,
     AlterConfigsResource,
     AlterPartitionData,
@@ -37,8 +38,6 @@ DEFAULT_TIMEOUT_MS = 30_000
 ELECTION_TIMEOUT_MS = 60_000  # ElectLeaders' default in Kafka's schema
 _UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")  # Kafka's Uuid.toString(): 16 bytes, base64url, no padding
 # Kafka's DescribeConfigs ConfigType ids, by the controller's type names.
-CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8}
-CONFIG_TYPES["password"] = 9
 
 
 class RequestError(KafkaError):
@@ -358,7 +357,7 @@ class LifecycleServicer:
                             config_source=int(c.source),
                             is_sensitive=c.is_sensitive,
                             synonyms=[Synonym(name=y.name, value=y.value, source=int(y.source)) for y in c.synonyms],
-                            config_type=CONFIG_TYPES.get(c.config_type, 0),
+                            config_type=CONFIG_TYPE_IDS.get(c.config_type, 0),
                             documentation=c.documentation,
                         )
                     )
