@@ -1,5 +1,6 @@
 """The requests of a partition's life after creation and their answers, as plain values: ElectLeaders,
-AlterPartition, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, DescribeConfigs. Fields mirror Kafka's
+AlterPartition, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, DescribeConfigs, AlterPartitionReassignments,
+ListPartitionReassignments. Fields mirror Kafka's
 request and response schemas (snake_case); the gRPC service and the CLI translate to and from these."""
 
 from __future__ import annotations
@@ -203,3 +204,48 @@ class DescribeConfigsResult:
     resource_name: str
     error: ApiError = NO_ERROR
     configs: tuple[ConfigEntry, ...] = ()
+
+
+# -- AlterPartitionReassignments / ListPartitionReassignments ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReassignablePartition:
+    """One partition of an AlterPartitionReassignments request: the target replicas, or None to cancel."""
+
+    partition_index: int
+    replicas: tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class ReassignableTopic:
+    name: str
+    partitions: tuple[ReassignablePartition, ...]
+
+
+@dataclass(frozen=True)
+class ReassignablePartitionResult:
+    partition_index: int
+    error: ApiError = NO_ERROR
+
+
+@dataclass(frozen=True)
+class ReassignableTopicResult:
+    name: str
+    partitions: tuple[ReassignablePartitionResult, ...]
+
+
+@dataclass(frozen=True)
+class OngoingReassignment:
+    """A partition under reassignment: ``replicas`` is the union of the current and target replicas."""
+
+    partition_index: int
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class OngoingTopicReassignment:
+    name: str
+    partitions: tuple[OngoingReassignment, ...]

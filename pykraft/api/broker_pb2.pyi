@@ -53,3 +53,45 @@ class FetchResponse(_message.Message):
     error_code: int
     partitions: _containers.RepeatedCompositeFieldContainer[FetchResponse.Partition]
     def __init__(self, error_code: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[FetchResponse.Partition, _Mapping]]] = ...) -> None: ...
+
+class DescribeReplicasRequest(_message.Message):
+    __slots__ = ("partitions",)
+    class Partition(_message.Message):
+        __slots__ = ("topic_id", "partition")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        partition: int
+        def __init__(self, topic_id: _Optional[bytes] = ..., partition: _Optional[int] = ...) -> None: ...
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[DescribeReplicasRequest.Partition]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[DescribeReplicasRequest.Partition, _Mapping]]] = ...) -> None: ...
+
+class DescribeReplicasResponse(_message.Message):
+    __slots__ = ("broker_id", "replicas")
+    class Replica(_message.Message):
+        __slots__ = ("topic_id", "topic", "partition", "size_bytes", "log_end_offset", "high_watermark", "is_leader", "in_isr", "throttled")
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        TOPIC_FIELD_NUMBER: _ClassVar[int]
+        PARTITION_FIELD_NUMBER: _ClassVar[int]
+        SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+        LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+        HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+        IS_LEADER_FIELD_NUMBER: _ClassVar[int]
+        IN_ISR_FIELD_NUMBER: _ClassVar[int]
+        THROTTLED_FIELD_NUMBER: _ClassVar[int]
+        topic_id: bytes
+        topic: str
+        partition: int
+        size_bytes: int
+        log_end_offset: int
+        high_watermark: int
+        is_leader: bool
+        in_isr: bool
+        throttled: bool
+        def __init__(self, topic_id: _Optional[bytes] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., size_bytes: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., is_leader: bool = ..., in_isr: bool = ..., throttled: bool = ...) -> None: ...
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    replicas: _containers.RepeatedCompositeFieldContainer[DescribeReplicasResponse.Replica]
+    def __init__(self, broker_id: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[DescribeReplicasResponse.Replica, _Mapping]]] = ...) -> None: ...

@@ -39,6 +39,11 @@ class ReplicaFetchStub(object):
                 request_serializer=pykraft_dot_api_dot_broker__pb2.FetchRequest.SerializeToString,
                 response_deserializer=pykraft_dot_api_dot_broker__pb2.FetchResponse.FromString,
                 _registered_method=True)
+        self.DescribeReplicas = channel.unary_unary(
+                '/pykraft.broker.v1.ReplicaFetch/DescribeReplicas',
+                request_serializer=pykraft_dot_api_dot_broker__pb2.DescribeReplicasRequest.SerializeToString,
+                response_deserializer=pykraft_dot_api_dot_broker__pb2.DescribeReplicasResponse.FromString,
+                _registered_method=True)
 
 
 class ReplicaFetchServicer(object):
@@ -50,6 +55,14 @@ class ReplicaFetchServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeReplicas(self, request, context):
+        """The replicas this broker holds and their sizes, as Kafka's DescribeLogDirs answers them: what
+        `pykraft reassign-partitions --verify` reads to show a move's progress in bytes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReplicaFetchServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -57,6 +70,11 @@ def add_ReplicaFetchServicer_to_server(servicer, server):
                     servicer.Fetch,
                     request_deserializer=pykraft_dot_api_dot_broker__pb2.FetchRequest.FromString,
                     response_serializer=pykraft_dot_api_dot_broker__pb2.FetchResponse.SerializeToString,
+            ),
+            'DescribeReplicas': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeReplicas,
+                    request_deserializer=pykraft_dot_api_dot_broker__pb2.DescribeReplicasRequest.FromString,
+                    response_serializer=pykraft_dot_api_dot_broker__pb2.DescribeReplicasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -86,6 +104,33 @@ class ReplicaFetch(object):
             '/pykraft.broker.v1.ReplicaFetch/Fetch',
             pykraft_dot_api_dot_broker__pb2.FetchRequest.SerializeToString,
             pykraft_dot_api_dot_broker__pb2.FetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeReplicas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.broker.v1.ReplicaFetch/DescribeReplicas',
+            pykraft_dot_api_dot_broker__pb2.DescribeReplicasRequest.SerializeToString,
+            pykraft_dot_api_dot_broker__pb2.DescribeReplicasResponse.FromString,
             options,
             channel_credentials,
             insecure,
