@@ -142,14 +142,15 @@ class PartitionChange:
         return None if _no_op(record) else record
 
     def _complete_reassignment(self) -> None:
-        """Once every adding replica is in the ISR, the replicas being removed leave replicas and ISR (never
-        leaving it empty)."""
+        """Kafka's maybeCompleteReassignment: once every replica of the target is in the ISR, the replicas being
+        removed leave replicas and ISR (neither may end up empty)."""
         if not self.target_adding and not self.target_removing:
             return
-        isr = [r for r in self.target_isr if r not in self.target_removing]
-        if not isr or not all(r in self.target_isr for r in self.target_adding):
+        removing = set(self.target_removing)
+        isr = [r for r in self.target_isr if r not in removing]
+        final = [r for r in self.target_replicas if r not in removing]
+        if not isr or not final or not set(final) <= set(isr):
             return
-        final = [r for r in self.target_replicas if r not in self.target_removing]
         self.target_isr = isr
         self.target_replicas = final
         self.target_removing = []

@@ -72,6 +72,9 @@ from controller.requests import (
     DescribeConfigsResult,
     ElectionResult,
     NewPartitions,
+    OngoingTopicReassignment,
+    ReassignableTopic,
+    ReassignableTopicResult,
 )
 from controller.results import NO_ERROR, ApiError, ControllerResult
 from controller.timeline import Timeline, TimelineDict
@@ -594,6 +597,23 @@ class QuorumController:
             return self._write(lambda: self.replication.create_partitions(topics, validate_only))
 
         return await self._submit("createPartitions", run, timeout_ms)
+
+    async def alter_partition_reassignments(
+        self, topics: list[ReassignableTopic], *, timeout_ms: int | None = 60_000
+    ) -> list[ReassignableTopicResult]:
+        """Kafka's AlterPartitionReassignments: per partition a target (or None: cancel) and an error each."""
+
+        def run() -> Any:
+            return self._write(lambda: self.replication.reassignments.alter(topics))
+
+        return await self._submit("alterPartitionReassignments", run, timeout_ms)
+
+    async def list_partition_reassignments(
+        self, topics: list[tuple[str, tuple[int, ...]]] | None, *, timeout_ms: int | None = 60_000
+    ) -> list[OngoingTopicReassignment]:
+        """Committed moves: all (None), or those of the named partitions that are moving."""
+        listed = self.replication.reassignments.list
+        return await self._submit("listPartitionReassignments", lambda: self._read(lambda: listed(topics)), timeout_ms)
 
     async def incremental_alter_configs(
         self, resources: list[AlterConfigsResource], *, validate_only: bool = False, timeout_ms: int | None = 30_000

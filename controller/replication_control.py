@@ -23,6 +23,7 @@ from controller.configs import (
 from controller.elections import LeaderElections
 from controller.partition_change import PartitionRegistration, merge
 from controller.placement import PlacementError, ReplicaPlacer, UsableBroker
+from controller.reassignment import Reassignments, target_replicas
 from controller.records import ConfigRecord, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
 from controller.requests import CreatePartitionsResult, DeleteTopicResult, DeleteTopicState, NewPartitions
 from controller.results import MAX_RECORDS_PER_USER_OP, NO_ERROR, ApiError, ControllerResult
@@ -106,6 +107,7 @@ class ReplicationControl:
         self._colliding: TimelineDict[str, tuple[str, ...]] = TimelineDict(timeline)  # unified name -> names
         self._broker_view: _BrokerView | None = None
         self.elections = LeaderElections(self)
+        self.reassignments = Reassignments(timeline, self)
 
     def topic_config(self, topic: str, name: str) -> Any:
         """The topic's effective value of ``name`` (topic, then broker levels, then the default)."""
@@ -259,9 +261,25 @@ class ReplicationControl:
                 )
         return [by_index[i] for i in range(len(by_index))]
 
+    def check_assignment(self, replicas: Sequence[int], size: int | None = None) -> tuple[int, ...]:
+        """Kafka's validateManualPartitionAssignment: not empty, every broker registered (fenced ones too), none
+        twice, and ``size`` replicas when given."""
+        return self._check_registered(replicas, size, self._brokers())
+
+    @classmethod
+    def _check_manual(cls, index: int, replicas: Sequence[int], size: int | None, view: _BrokerView) -> tuple[int, ...]:
+        """A new partition's manual assignment: as :meth:`check_assignment`, and some replica must be active."""
+        cls._check_registered(replicas, size, view)
+        if not any(b in view.active for b in replicas):
+            raise KafkaError(
+                f"All brokers specified in the manual partition assignment for partition {index} are fenced or "
+                "in controlled shutdown.",
+                Errors.INVALID_REPLICA_ASSIGNMENT,
+            )
+        return tuple(replicas)
+
     @staticmethod
-    def _check_manual(index: int, replicas: Sequence[int], size: int | None, view: _BrokerView) -> tuple[int, ...]:
-        """One partition's manual assignment, with Kafka's validateManualPartitionAssignment messages."""
+    def _check_registered(replicas: Sequence[int], size: int | None, view: _BrokerView) -> tuple[int, ...]:
         if not replicas:
             raise KafkaError(
                 "The manual partition assignment includes an empty replica list.", Errors.INVALID_REPLICA_ASSIGNMENT
@@ -283,12 +301,6 @@ class ReplicationControl:
             raise KafkaError(
                 f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but this "
                 f"is not consistent with previous partitions, which have {size} replica(s).",
-                Errors.INVALID_REPLICA_ASSIGNMENT,
-            )
-        if not any(b in view.active for b in replicas):
-            raise KafkaError(
-                f"All brokers specified in the manual partition assignment for partition {index} are fenced or "
-                "in controlled shutdown.",
                 Errors.INVALID_REPLICA_ASSIGNMENT,
             )
         return tuple(replicas)
@@ -404,7 +416,8 @@ class ReplicationControl:
                 Errors.INVALID_PARTITIONS,
             )
         added = t.count - current
-        replication_factor = len(self.partitions[(topic_id, 0)].replicas)
+        # The target's replication factor: Kafka counts a moving first partition's replicas, additions included.
+        replication_factor = len(target_replicas(self.partitions[(topic_id, 0)]))
         if t.assignments is not None:
             if len(t.assignments) != added:
                 raise KafkaError(
@@ -446,7 +459,9 @@ class ReplicationControl:
         elif isinstance(record, PartitionRecord):
             if record.topic_id not in self.topics:
                 raise KafkaError(f"PartitionRecord at offset {offset} names unknown topic id {record.topic_id}")
-            self.partitions[(record.topic_id, record.partition_id)] = PartitionRegistration(
+            key = (record.topic_id, record.partition_id)
+            before = self.partitions.get(key)
+            self.partitions[key] = after = PartitionRegistration(
                 replicas=tuple(record.replicas),
                 isr=tuple(record.isr),
                 leader=record.leader,
@@ -457,12 +472,14 @@ class ReplicationControl:
                 leader_recovery_state=record.leader_recovery_state,
                 directories=tuple(record.directories),
             )
+            self.reassignments.track(record.topic_id, record.partition_id, before, after)
         elif isinstance(record, PartitionChangeRecord):
             key = (record.topic_id, record.partition_id)
             p = self.partitions.get(key)
             if p is None:
                 raise KafkaError(f"PartitionChangeRecord at offset {offset} names unknown partition {key}")
-            self.partitions[key] = merge(p, record)
+            self.partitions[key] = after = merge(p, record)
+            self.reassignments.track(record.topic_id, record.partition_id, p, after)
         elif isinstance(record, ConfigRecord):
             self.config_control.replay(record)
         elif isinstance(record, RemoveTopicRecord):
@@ -473,6 +490,7 @@ class ReplicationControl:
                 del self.partitions[(record.topic_id, i)]
             del self.topics[record.topic_id]
             del self.topics_by_name[topic.name]
+            self.reassignments.forget_topic(record.topic_id)
             self.config_control.delete_topic_configs(topic.name)
             key = _unify(topic.name)
             rest = tuple(n for n in self._colliding.get(key, ()) if n != topic.name)

@@ -1,7 +1,7 @@
 """The requests of a partition's life after creation and their answers, as plain values: ElectLeaders,
 AlterPartition, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, DescribeConfigs, AlterPartitionReassignments,
-ListPartitionReassignments. Fields mirror Kafka's
-request and response schemas (snake_case); the gRPC service and the CLI translate to and from these."""
+ListPartitionReassignments. Fields mirror Kafka's request and response schemas (snake_case); the gRPC service and
+the CLI translate to and from these."""
 
 from __future__ import annotations
 

@@ -80,6 +80,11 @@ class ControllerCollector(Collector):
         yield GaugeMetricFamily(
             "kafka_controller_global_partition_count", "Partitions", value=len(c.replication.partitions.committed())
         )
+        yield GaugeMetricFamily(
+            "kafka_controller_reassigning_partition_count",
+            "Partitions under reassignment (adding or removing replicas)",
+            value=c.replication.reassignments.committed_count(),
+        )
         yield GaugeMetricFamily("kafka_controller_event_queue_size", "Events waiting", value=c.queue.size)
         q = c.queue.stats
         yield CounterMetricFamily("kafka_controller_events_processed", "Events run", value=q.processed)
