@@ -3,7 +3,8 @@
 Request fields are checked here first (a message that names the field and value); Kafka's rules live in the
 controller. A node that is not the active controller answers NOT_CONTROLLER with the controller's id and endpoint.
 Every request is logged as one structured event: what was asked, the result codes, the latency. The requests of
-a partition's life after creation, and the config requests, are in :mod:`pykraft.lifecycle_service`.
+a partition's life after creation, and the config requests, are in :mod:`pykraft.lifecycle_service`; partition
+reassignment in :mod:`pykraft.reassignment_service`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from controller.replication_control import NewTopic
 from pykraft.api import controller_pb2 as pb
 from pykraft.api import controller_pb2_grpc as pb_grpc
 from pykraft.lifecycle_service import LifecycleServicer, RequestError
+from pykraft.reassignment_service import ReassignmentServicer
 from quorum.errors import Errors, KafkaError
 from quorum.log.message import Uuid
 from quorum.raft.config import VoterAddress
@@ -29,7 +31,7 @@ log = structlog.get_logger("pykraft.service")
 R = TypeVar("R")
 
 
-class ControllerService(LifecycleServicer, pb_grpc.ControllerServicer):
+class ControllerService(LifecycleServicer, ReassignmentServicer, pb_grpc.ControllerServicer):
     def __init__(self, controller: QuorumController, cluster_id: str, voters: dict[int, VoterAddress]) -> None:
         self.controller = controller
         self.cluster_id = cluster_id

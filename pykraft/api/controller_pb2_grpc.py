@@ -89,6 +89,16 @@ class ControllerStub(object):
                 request_serializer=pykraft_dot_api_dot_controller__pb2.DescribeConfigsRequest.SerializeToString,
                 response_deserializer=pykraft_dot_api_dot_controller__pb2.DescribeConfigsResponse.FromString,
                 _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/pykraft.controller.v1.Controller/AlterPartitionReassignments',
+                request_serializer=pykraft_dot_api_dot_controller__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=pykraft_dot_api_dot_controller__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/pykraft.controller.v1.Controller/ListPartitionReassignments',
+                request_serializer=pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer(object):
@@ -160,6 +170,18 @@ class ControllerServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -217,6 +239,16 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.DescribeConfigs,
                     request_deserializer=pykraft_dot_api_dot_controller__pb2.DescribeConfigsRequest.FromString,
                     response_serializer=pykraft_dot_api_dot_controller__pb2.DescribeConfigsResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=pykraft_dot_api_dot_controller__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=pykraft_dot_api_dot_controller__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -516,6 +548,60 @@ class Controller(object):
             '/pykraft.controller.v1.Controller/DescribeConfigs',
             pykraft_dot_api_dot_controller__pb2.DescribeConfigsRequest.SerializeToString,
             pykraft_dot_api_dot_controller__pb2.DescribeConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.controller.v1.Controller/AlterPartitionReassignments',
+            pykraft_dot_api_dot_controller__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            pykraft_dot_api_dot_controller__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.controller.v1.Controller/ListPartitionReassignments',
+            pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

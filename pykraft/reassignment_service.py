@@ -1,0 +1,144 @@
+"""The Controller service's partition reassignment requests (Kafka's KIP-455): AlterPartitionReassignments and
+ListPartitionReassignments.
+
+Protobuf in, controller/requests.py values to the QuorumController, protobuf out. Fields are checked here first,
+as for every request of the service (INVALID_REQUEST, the message naming the field and value): an empty topic
+name, a negative partition index, a negative timeout, and a partition named twice in one AlterPartitionReassignments
+— Kafka's AdminClient cannot send that (it takes a map), and its controller would write two changes computed from
+the same state. Kafka's own rules (unknown topic or partition, the target's validity, cancelling what is not
+moving) live in the controller and come back per partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import grpc
+
+from controller.requests import ReassignablePartition, ReassignableTopic
+from pykraft.api import controller_pb2 as pb
+from pykraft.lifecycle_service import LifecycleServicer, RequestError
+from quorum.errors import Errors
+
+if TYPE_CHECKING:
+    from controller.quorum_controller import QuorumController
+
+R = TypeVar("R")
+REASSIGNMENT_TIMEOUT_MS = 60_000  # the default of both requests in Kafka's schemas
+
+
+class ReassignmentServicer:
+    """Part of :class:`pykraft.service.ControllerService` (which provides ``controller`` and ``_serve``)."""
+
+    controller: QuorumController
+
+    if TYPE_CHECKING:
+
+        async def _serve(
+            self,
+            name: str,
+            response_type: type[R],
+            call: Callable[[], Awaitable[R]],
+            summarize: Callable[[R], dict[str, Any]] | None = None,
+            **fields: Any,
+        ) -> R: ...
+
+    async def AlterPartitionReassignments(
+        self, request: pb.AlterPartitionReassignmentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AlterPartitionReassignmentsResponse:
+        async def call() -> pb.AlterPartitionReassignmentsResponse:
+            timeout = LifecycleServicer._timeout(request.timeout_ms, REASSIGNMENT_TIMEOUT_MS)
+            topics = _reassignable_topics(request)
+            results = await self.controller.alter_partition_reassignments(topics, timeout_ms=timeout)
+            out = pb.AlterPartitionReassignmentsResponse()
+            for t in results:
+                topic = out.responses.add(name=t.name)
+                for p in t.partitions:
+                    topic.partitions.add(
+                        partition_index=p.partition_index,
+                        error_code=int(p.error.code),
+                        error_message=p.error.message or "",
+                    )
+            return out
+
+        def summarize(response: pb.AlterPartitionReassignmentsResponse) -> dict[str, Any]:
+            results = [(t.name, p.partition_index, p.error_code) for t in response.responses for p in t.partitions]
+            return {
+                "results": [f"{t}-{p}:{code}" for t, p, code in results[:20]],
+                "failed": sum(1 for *_, code in results if code),
+            }
+
+        return await self._serve(
+            "AlterPartitionReassignments",
+            pb.AlterPartitionReassignmentsResponse,
+            call,
+            summarize,
+            partitions=[
+                f"{t.name}-{p.partition_index}:{list(p.replicas.broker_ids) if p.HasField('replicas') else 'cancel'}"
+                for t in request.topics
+                for p in t.partitions
+            ][:20],
+        )
+
+    async def ListPartitionReassignments(
+        self, request: pb.ListPartitionReassignmentsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListPartitionReassignmentsResponse:
+        async def call() -> pb.ListPartitionReassignmentsResponse:
+            timeout = LifecycleServicer._timeout(request.timeout_ms, REASSIGNMENT_TIMEOUT_MS)
+            topics: list[tuple[str, tuple[int, ...]]] | None = None
+            if request.HasField("topics"):
+                topics = []
+                for i, t in enumerate(request.topics.topics):
+                    where = f"topics[{i}]"
+                    LifecycleServicer._name(t.name, f"{where}.name")
+                    indexes = tuple(
+                        LifecycleServicer._partition_index(index, f"{where}.partition_indexes[{j}]")
+                        for j, index in enumerate(t.partition_indexes)
+                    )
+                    topics.append((t.name, indexes))
+            listed = await self.controller.list_partition_reassignments(topics, timeout_ms=timeout)
+            out = pb.ListPartitionReassignmentsResponse()
+            for t in listed:
+                topic = out.topics.add(name=t.name)
+                for p in t.partitions:
+                    topic.partitions.add(
+                        partition_index=p.partition_index,
+                        replicas=p.replicas,
+                        adding_replicas=p.adding,
+                        removing_replicas=p.removing,
+                    )
+            return out
+
+        def summarize(response: pb.ListPartitionReassignmentsResponse) -> dict[str, Any]:
+            return {"ongoing": sum(len(t.partitions) for t in response.topics)}
+
+        asked = request.topics.topics if request.HasField("topics") else None
+        return await self._serve(
+            "ListPartitionReassignments",
+            pb.ListPartitionReassignmentsResponse,
+            call,
+            summarize,
+            topics="all" if asked is None else [t.name for t in asked[:20]],
+        )
+
+
+def _reassignable_topics(request: pb.AlterPartitionReassignmentsRequest) -> list[ReassignableTopic]:
+    """The request's topics as the controller takes them; a field that cannot be right is a RequestError."""
+    seen: dict[tuple[str, int], str] = {}
+    topics = []
+    for i, t in enumerate(request.topics):
+        LifecycleServicer._name(t.name, f"topics[{i}].name")
+        partitions = []
+        for j, p in enumerate(t.partitions):
+            where = f"topics[{i}].partitions[{j}]"
+            index = LifecycleServicer._partition_index(p.partition_index, f"{where}.partition_index")
+            first = seen.setdefault((t.name, index), where)
+            if first != where:
+                raise RequestError(
+                    f"{where}: partition {t.name}-{index} is already named by {first}", Errors.INVALID_REQUEST
+                )
+            replicas = tuple(p.replicas.broker_ids) if p.HasField("replicas") else None
+            partitions.append(ReassignablePartition(index, replicas))
+        topics.append(ReassignableTopic(t.name, tuple(partitions)))
+    return topics
