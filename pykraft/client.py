@@ -114,6 +114,16 @@ class NewPartitions:
 
 
 @dataclass(frozen=True)
+class PartitionReassignment:
+    """Kafka's PartitionReassignment: a moving partition's replicas (the target, then those being removed) and
+    the replicas being added and removed."""
+
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+
+
+@dataclass(frozen=True)
 class BrokerInfo:
     broker_id: int
     rack: str | None
@@ -143,6 +153,20 @@ def _api_error(code: int, message: str) -> ApiError:
     if code in Errors._value2member_map_:
         return ApiError(Errors(code), message or None)
     return ApiError(Errors.UNKNOWN_SERVER_ERROR, f"error code {code}: {message}")
+
+
+_NO_ANSWER = ApiError(Errors.UNKNOWN_SERVER_ERROR, "The server returned no result for this partition.")
+
+
+def _local_partition_error(topic: str, partition: int) -> ApiError | None:
+    """Kafka's AdminClient checks of a partition it is asked about, made before any request."""
+    if not topic:
+        return ApiError(
+            Errors.INVALID_TOPIC_EXCEPTION, f"The given topic name '{topic}' cannot be represented in a request."
+        )
+    if partition < 0:
+        return ApiError(Errors.INVALID_TOPIC_EXCEPTION, f"The given partition index {partition} is not valid.")
+    return None
 
 
 def _servers(bootstrap: str | list[str]) -> list[str]:
@@ -359,6 +383,57 @@ class AdminClient:
             for t in response.replica_election_results
             for p in t.partition_result
         ]
+
+    async def alter_partition_reassignments(
+        self, reassignments: dict[tuple[str, int], list[int] | None], *, timeout_ms: int | None = None
+    ) -> dict[tuple[str, int], ApiError]:
+        """Kafka's alterPartitionReassignments: per (topic, partition) the target replicas, or None to cancel its
+        reassignment; an ApiError for each (NO_ERROR: accepted). As in Kafka's client, a partition with an empty
+        topic name or a negative index fails here (INVALID_TOPIC_EXCEPTION) and is not sent."""
+        results = {tp: _local_partition_error(*tp) or _NO_ANSWER for tp in reassignments}
+        request = pb.AlterPartitionReassignmentsRequest(timeout_ms=timeout_ms or max(self.request_timeout_ms, 60_000))
+        topics: dict[str, pb.AlterPartitionReassignmentsRequest.ReassignableTopic] = {}
+        for (topic, partition), replicas in reassignments.items():
+            if results[(topic, partition)] is _NO_ANSWER:
+                if topic not in topics:
+                    topics[topic] = request.topics.add(name=topic)
+                p = topics[topic].partitions.add(partition_index=partition)
+                if replicas is not None:
+                    p.replicas.SetInParent()  # present even when empty: [] is not null
+                    p.replicas.broker_ids.extend(replicas)
+        if topics:
+            response = await self._call("AlterPartitionReassignments", request, timeout_ms)
+            self._check(response, "AlterPartitionReassignments")
+            for t in response.responses:
+                for p in t.partitions:
+                    if (t.name, p.partition_index) in results:
+                        results[(t.name, p.partition_index)] = _api_error(p.error_code, p.error_message)
+        return results
+
+    async def list_partition_reassignments(
+        self, partitions: list[tuple[str, int]] | None = None, *, timeout_ms: int | None = None
+    ) -> dict[tuple[str, int], PartitionReassignment]:
+        """Kafka's listPartitionReassignments: the ongoing reassignments of these partitions (None: of every
+        partition); partitions that are not moving, or do not exist, are left out."""
+        request = pb.ListPartitionReassignmentsRequest(timeout_ms=timeout_ms or max(self.request_timeout_ms, 60_000))
+        if partitions is not None:
+            request.topics.SetInParent()  # present even when empty: an empty list asks for nothing
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in partitions:
+                if (local := _local_partition_error(topic, partition)) is not None:
+                    raise AdminError(f"ListPartitionReassignments: {local.message}", local.code)
+                by_topic.setdefault(topic, []).append(partition)
+            for topic, indexes in by_topic.items():
+                request.topics.topics.add(name=topic, partition_indexes=indexes)
+        response = await self._call("ListPartitionReassignments", request, timeout_ms)
+        self._check(response, "ListPartitionReassignments")
+        return {
+            (t.name, p.partition_index): PartitionReassignment(
+                list(p.replicas), list(p.adding_replicas), list(p.removing_replicas)
+            )
+            for t in response.topics
+            for p in t.partitions
+        }
 
     async def list_topics(self, timeout_ms: int | None = None) -> list[str]:
         return [t.name for t in await self.describe_topics(None, timeout_ms)]
