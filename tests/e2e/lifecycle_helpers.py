@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc
 
+from controller.requests import AlterPartitionData, AlterPartitionResponse, AlterPartitionTopic
 from pykraft.api import controller_pb2 as pb
 from pykraft.api import controller_pb2_grpc as pb_grpc
 from pykraft.client import AdminClient
@@ -172,3 +173,14 @@ def stop_cluster(lc: LifecycleCluster) -> None:
         lc.cluster.stop()
         for node in lc.cluster.nodes.values():
             node.kill()
+
+
+def change_isr(lc: LifecycleCluster, topic: str, index: int, isr: list[int]) -> AlterPartitionResponse:
+    """The partition's leader asks for a new ISR (an AlterPartition from its current state), as a broker whose
+    followers caught up (or fell behind) would; a reassignment whose target replicas are all in it completes."""
+    [d] = lc.admin.describe_topics([topic])
+    p = next(p for p in d.partitions if p.partition == index)
+    data = AlterPartitionData(index, p.leader_epoch, tuple((b, lc.brokers.epoch(b)) for b in isr), p.partition_epoch)
+    return lc.admin.alter_partition(
+        p.leader, lc.brokers.epoch(p.leader), [AlterPartitionTopic(Uuid(d.topic_id), (data,))]
+    )
