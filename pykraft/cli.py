@@ -60,6 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     configs_cli.add_arguments(configs)
 
+    reassign = commands.add_parser(
+        "reassign-partitions", help="move partitions between brokers (like kafka-reassign-partitions.sh)"
+    )
+    from pykraft import reassign_cli
+
+    reassign_cli.add_arguments(reassign)
+
     broker = commands.add_parser("broker", help="run a broker agent: registers, heartbeats, controlled shutdown")
     from pykraft import broker as broker_mod
 
@@ -121,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
             from pykraft import configs_cli
 
             return configs_cli.run(args, argv[argv.index("configs") + 1 :])
+        if args.command == "reassign-partitions":
+            from pykraft import reassign_cli
+
+            return reassign_cli.run(args)
         if args.command == "broker":
             from pykraft.logs import configure_logging
 

@@ -1,12 +1,14 @@
-"""What the admin commands (``topics``, ``leader-election``, ``configs``) share: one-line usage errors with exit
-code 2, Kafka's exception names for error codes, and Kafka's topic filter (``--topic`` as a regular expression)."""
+"""What the admin commands (``topics``, ``leader-election``, ``configs``, ``reassign-partitions``) share: one-line
+usage errors with exit code 2, input files, Kafka's exception names for error codes, and Kafka's topic filter
+(``--topic`` as a regular expression)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from controller.results import ApiError
 from quorum.errors import Errors
@@ -37,6 +39,31 @@ class OneLineErrorParser(argparse.ArgumentParser):
 def usage_failed(prog: str, error: UsageError) -> int:
     print(f"{prog}: {error}", file=sys.stderr)
     return USAGE_EXIT
+
+
+def read_text_file(path: str, option: str) -> str:
+    """The file an option names; one that cannot be read is a usage error naming the option and the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--{option} {path}: cannot read it: {getattr(e, 'strerror', None) or e}") from None
+
+
+def load_versioned_json(text: str, where: str, versions: tuple[int, ...] = (1,)) -> dict[str, Any]:
+    """A tool's JSON input file: an object whose "version" (absent: the first, as Kafka's tools) is supported."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{where}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{where}: expected a JSON object, got {json.dumps(data)[:60]}")
+    version = data.get("version", versions[0])
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise UsageError(f'{where}: "version" must be an integer, got {json.dumps(version)}')
+    if version not in versions:
+        raise UsageError(f"{where}: Not supported version field value {version}")
+    return data
 
 
 def exception_name(code: int) -> str:
