@@ -63,7 +63,7 @@ VERIFY_WARNING = (
 DEFAULT_TIMEOUT_MS = 10_000  # Kafka's --timeout default
 REPLICAS_TIMEOUT_S = 3.0  # a broker's DescribeReplicas answer, for --verify's progress
 WAIT_POLL_S = 1.0  # --wait: how often the state is read
-WAIT_LINE_S = 10.0  # --wait without a terminal: a line whenever the state changes, and at least this often
+WAIT_LINE_S = 10.0  # --wait without a terminal: a line this often (and when a partition finishes)
 
 TopicPartition = tuple[str, int]
 
@@ -367,19 +367,19 @@ async def _replica_sizes(endpoint: str, wanted: list[tuple[bytes, int]]) -> dict
 
 
 async def replica_progress(
-    moving: dict[tuple[bytes, int], tuple[int, list[int]]], endpoints: dict[int, str]
-) -> dict[tuple[bytes, int], tuple[Progress, ...]]:
-    """For moving partitions (by topic id and index: the leader, the replicas being added), how far each added
-    replica has got: one DescribeReplicas per broker involved, all at once."""
+    moving: dict[TopicPartition, tuple[bytes, int, list[int]]], endpoints: dict[int, str]
+) -> dict[TopicPartition, tuple[Progress, ...]]:
+    """For moving partitions (their topic id, leader and replicas being added), how far each added replica has
+    got: one DescribeReplicas per broker involved, all at once."""
     wanted: dict[int, list[tuple[bytes, int]]] = {}
-    for key, (leader, adding) in moving.items():
+    for (_, index), (topic_id, leader, adding) in moving.items():
         for b in {leader, *adding} - {-1}:
-            wanted.setdefault(b, []).append(key)
+            wanted.setdefault(b, []).append((topic_id, index))
     answers = await asyncio.gather(*(_replica_sizes(endpoints.get(b, ""), keys) for b, keys in wanted.items()))
     sizes = dict(zip(wanted, answers, strict=True))
     out = {}
-    for key, (leader, adding) in moving.items():
-        items = []
+    for tp, (topic_id, leader, adding) in moving.items():
+        key, items = (topic_id, tp[1]), []
         for b in adding:
             at_leader, here = sizes.get(leader, "the partition has no leader"), sizes[b]
             if isinstance(at_leader, str):
@@ -390,7 +390,7 @@ async def replica_progress(
                 items.append(Progress(b, why=f"leader {leader} does not report the partition"))
             else:
                 items.append(Progress(b, here.get(key, 0), at_leader[key]))
-        out[key] = tuple(items)
+        out[tp] = tuple(items)
     return out
 
 
@@ -401,23 +401,22 @@ async def find_states(
     reassignment at all (in the file or not) is in progress."""
     ongoing = await admin.list_partition_reassignments(None)
     described = await _describe(admin, {m.topic for m in moves})
-    moving = {}
-    for m in moves:
-        d = described.get(m.topic)
-        if m.tp in ongoing and d is not None:
-            leader = next((p.leader for p in d.partitions if p.partition == m.partition), -1)
-            moving[(bytes(Uuid(d.topic_id)), m.partition)] = (leader, ongoing[m.tp].adding_replicas)
+    moving = {
+        m.tp: (
+            bytes(Uuid(d.topic_id)),
+            next((p.leader for p in d.partitions if p.partition == m.partition), -1),
+            ongoing[m.tp].adding_replicas,
+        )
+        for m in moves
+        if m.tp in ongoing and (d := described.get(m.topic)) is not None
+    }
     progress = await replica_progress(moving, endpoints) if moving else {}
-    states = []
-    for m in moves:
-        if m.tp in ongoing:
-            d = described.get(m.topic)
-            shown = progress.get((bytes(Uuid(d.topic_id)), m.partition), ()) if d else ()
-            states.append(PartitionState(m.tp, tuple(ongoing[m.tp].replicas), m.replicas, False, shown))
-        else:
-            current = _replicas(described.get(m.topic), m.partition) or []
-            states.append(PartitionState(m.tp, tuple(current), m.replicas, True))
-    return states, bool(ongoing)
+    return [
+        PartitionState(m.tp, tuple(ongoing[m.tp].replicas), m.replicas, False, progress.get(m.tp, ()))
+        if m.tp in ongoing
+        else PartitionState(m.tp, tuple(_replicas(described.get(m.topic), m.partition) or ()), m.replicas, True)
+        for m in moves
+    ], bool(ongoing)
 
 
 # -- throttles ---------------------------------------------------------------------------------------------------
@@ -581,20 +580,19 @@ async def verify(admin: AdminClient, args: argparse.Namespace) -> int:
 
 
 async def follow(admin: AdminClient, moves: list[Move], endpoints: dict[int, str]) -> None:
-    """--wait: a progress bar on a terminal, else a line whenever it changes (and every WAIT_LINE_S), until no
-    partition of the file is moving."""
+    """--wait: a progress bar on a terminal; else a line at first, whenever a partition finishes, and every
+    WAIT_LINE_S. Until no partition of the file is moving."""
     tty = sys.stdout.isatty()
-    last, last_at = "", 0.0
+    last_done, last_at = -1, 0.0
     while True:
         states, _ = await find_states(admin, moves, endpoints)
-        finished = all(s.done for s in states)
-        line = wait_text(states)
+        done = sum(1 for s in states if s.done)
         if tty:
-            print(f"\r{line}", end="\n" if finished else "", flush=True)
-        elif line != last or time.monotonic() - last_at >= WAIT_LINE_S:
-            print(line, flush=True)
-            last, last_at = line, time.monotonic()
-        if finished:
+            print(f"\r{wait_text(states)}", end="\n" if done == len(states) else "", flush=True)
+        elif done != last_done or time.monotonic() - last_at >= WAIT_LINE_S:
+            print(wait_text(states), flush=True)
+            last_done, last_at = done, time.monotonic()
+        if done == len(states):
             return
         await asyncio.sleep(WAIT_POLL_S)
 

@@ -5,6 +5,7 @@ a fake broker served in-process)."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator
 
 import grpc
@@ -188,13 +189,31 @@ async def fake_brokers() -> AsyncIterator[dict[int, str]]:
 async def test_progress_from_describe_replicas(fake_brokers: dict[int, str]) -> None:
     topic = bytes(range(16))
     endpoints = {**fake_brokers, 4: ""}
-    moving = {(topic, 0): (1, [2, 3, 4]), (topic, 1): (-1, [2]), (topic, 2): (1, [2])}
+    moving = {("t", 0): (topic, 1, [2, 3, 4]), ("t", 1): (topic, -1, [2]), ("t", 2): (topic, 1, [2])}
     progress = await rc.replica_progress(moving, endpoints)
-    assert progress[(topic, 0)][0] == rc.Progress(2, 1024, 4096)
-    assert progress[(topic, 0)][0].text() == "  adding replica 2: 1024 of 4096 bytes (25%)"
-    assert progress[(topic, 0)][1:] == (
+    assert progress[("t", 0)][0] == rc.Progress(2, 1024, 4096)
+    assert progress[("t", 0)][0].text() == "  adding replica 2: 1024 of 4096 bytes (25%)"
+    assert progress[("t", 0)][1:] == (
         rc.Progress(3, why="broker 3: no PLAINTEXT listener"),
         rc.Progress(4, why="broker 4: no PLAINTEXT listener"),
     )
-    assert progress[(topic, 1)] == (rc.Progress(2, why="the partition has no leader"),)
-    assert progress[(topic, 2)] == (rc.Progress(2, why="leader 1 does not report the partition"),)
+    assert progress[("t", 1)] == (rc.Progress(2, why="the partition has no leader"),)
+    assert progress[("t", 2)] == (rc.Progress(2, why="leader 1 does not report the partition"),)
+
+
+@pytest.mark.parametrize("tty", [True, False])
+async def test_wait_output(tty: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    moving = rc.PartitionState(("t", 0), (1, 2), (2,), False, (rc.Progress(2, 500, 1000),))
+    rounds = iter([[moving], [moving], [rc.PartitionState(("t", 0), (2,), (2,), True)]])
+
+    async def find_states(*args: object) -> tuple[list[rc.PartitionState], bool]:
+        return next(rounds), False
+
+    monkeypatch.setattr(rc, "find_states", find_states)
+    monkeypatch.setattr(rc, "WAIT_POLL_S", 0)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: tty)
+    await rc.follow(None, [], {})  # type: ignore[arg-type]
+    half = f"[{'#' * 15}{'-' * 15}]  50%  0/1 partitions done, 500 of 1000 bytes copied"
+    done = f"[{'#' * 30}] 100%  1/1 partitions done"
+    # A terminal redraws one line; otherwise a line at first and when a partition finishes (not every poll).
+    assert capsys.readouterr().out == (f"\r{half}\r{half}\r{done}\n" if tty else f"{half}\n{done}\n")
