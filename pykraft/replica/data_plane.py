@@ -4,7 +4,13 @@ poller, the ISR-expiration timer and the AlterPartition sender, all around one :
 Brokers are not Raft observers yet, so the metadata comes from the controller: ``describe_cluster`` and
 ``describe_topics`` every ``metadata_interval_ms`` (the heartbeat interval), and at once when a fetch or an
 AlterPartition answer says ours is stale. A follower fetches back to back while its leader has more than one answer
-carries, else every replica.fetch.wait.max.ms (no long poll); after a failure it backs off replica.fetch.backoff.ms.
+carries, else every replica.fetch.wait.max.ms (no long poll; sooner when a throttled replica's quota refills); after
+a failure it backs off replica.fetch.backoff.ms.
+
+With each metadata poll the broker also reads the throttle configs (``describe_configs``): its own BROKER resource
+(``leader/follower.replication.throttled.rate``: the effective value, per-broker, else the cluster default, else
+unthrottled) and, only for topics where it holds a replica out of the ISR or under reassignment, the TOPIC resources'
+``leader/follower.replication.throttled.replicas``. A change takes effect at that poll, and is logged.
 """
 
 from __future__ import annotations
@@ -16,11 +22,21 @@ from collections.abc import Callable, Iterable
 import grpc
 import structlog
 
+from controller.requests import ConfigResource, ConfigResourceType, DescribeConfigsResult
 from pykraft.api import broker_pb2 as pb
 from pykraft.api import broker_pb2_grpc as pb_grpc
 from pykraft.client import AdminClient, AdminError, ClusterDescription, TopicDescription
 from pykraft.replica.manager import AlterPartitionSender, ReplicaManager
 from pykraft.replica.partition import BrokerState, FetchAnswer, PartitionMetadata, ReplicaConfig
+from pykraft.replica.throttle import (
+    BROKER_KEYS,
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    TOPIC_KEYS,
+    parse_rate,
+)
 from quorum.errors import Errors
 from quorum.fault import FaultHandler, fault_message, spawn
 from quorum.log.message import Uuid
@@ -66,6 +82,8 @@ def partitions_of(topics: Iterable[TopicDescription]) -> list[PartitionMetadata]
                     tuple(p.replicas),
                     tuple(p.isr),
                     getattr(p, "leader_recovery_state", 0),
+                    tuple(p.adding_replicas),
+                    tuple(p.removing_replicas),
                 )
             )
     return out
@@ -137,6 +155,8 @@ class DataPlane:
         self.manager.request_refresh = self._refresh.set
         self.metadata_polls = 0
         self.last_poll_ms = 0.0
+        self.config_polls = 0
+        self._configs_failing = False
         self._server: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._fetchers: dict[int, asyncio.Task[None]] = {}
@@ -213,11 +233,47 @@ class DataPlane:
         started = time.perf_counter()
         cluster = await self.admin.describe_cluster(timeout_ms=self.metadata_interval_ms * 5)
         topics = await self.admin.describe_topics(timeout_ms=self.metadata_interval_ms * 5)
-        changed = self.manager.apply_metadata(partitions_of(topics), brokers_of(cluster))
+        metadata = partitions_of(topics)
+        changed = self.manager.apply_metadata(metadata, brokers_of(cluster))
         self.metadata_polls += 1
-        self.last_poll_ms = (time.perf_counter() - started) * 1000
         self._sync_fetchers()
+        await self.poll_configs(metadata)
+        self.last_poll_ms = (time.perf_counter() - started) * 1000
         return changed
+
+    async def poll_configs(self, metadata: list[PartitionMetadata]) -> None:
+        """Read the throttle configs: this broker's rates and, for topics where something moves, the throttled
+        replicas. A failure keeps what was known (one warning until it works again)."""
+        resources = [ConfigResource(ConfigResourceType.BROKER, str(self.broker_id), BROKER_KEYS)]
+        resources += [
+            ConfigResource(ConfigResourceType.TOPIC, t, TOPIC_KEYS)
+            for t in sorted(self.manager.topics_to_watch(metadata))
+        ]
+        try:
+            results = await self.admin.describe_configs(resources, timeout_ms=self.metadata_interval_ms * 5)
+        except AdminError as e:
+            if not self._configs_failing:
+                log.warning("throttle_config_poll_failed", error=str(e))
+            self._configs_failing = True
+            return
+        if self._configs_failing:
+            log.info("throttle_config_poll_recovered")
+        self._configs_failing = False
+        self.config_polls += 1
+        self.apply_configs(results)
+
+    def apply_configs(self, results: Iterable[DescribeConfigsResult]) -> None:
+        throttles = self.manager.throttles
+        for r in results:
+            if r.error.failed:  # a topic deleted meanwhile, say: keep what was known
+                log.debug("throttle_config_unavailable", resource=r.resource_name, error=r.error.code.name)
+                continue
+            values = {c.name: c.value for c in r.configs}
+            if r.resource_type == ConfigResourceType.BROKER:
+                rates = parse_rate(values.get(LEADER_RATE)), parse_rate(values.get(FOLLOWER_RATE))
+                throttles.set_rates(*rates, self.manager.clock())
+            elif r.resource_type == ConfigResourceType.TOPIC:
+                throttles.set_topic(r.resource_name, values.get(LEADER_REPLICAS), values.get(FOLLOWER_REPLICAS))
 
     async def _poll_metadata(self) -> None:
         failing = False
@@ -266,6 +322,10 @@ class DataPlane:
                 fetches_sent=c.fetches_sent,
                 messages_fetched=c.messages_fetched,
                 fetches_answered=c.fetches_answered,
+                replication_bytes_in=c.replication_bytes_in,
+                replication_bytes_out=c.replication_bytes_out,
+                reassignment_bytes_in=c.reassignment_bytes_in,
+                reassignment_bytes_out=c.reassignment_bytes_out,
                 isr_shrinks=c.isr_shrinks,
                 isr_expands=c.isr_expands,
                 metadata_polls=self.metadata_polls,
@@ -295,7 +355,7 @@ class DataPlane:
             while leader_id in self.manager.followed_leaders():
                 batch = [] if self.paused else self.manager.fetch_batch(leader_id)
                 if not batch:
-                    await asyncio.sleep(wait)
+                    await asyncio.sleep(wait if self.paused else self.manager.fetch_delay_ms(leader_id) / 1000)
                     continue
                 broker = self.manager.brokers.brokers.get(leader_id)
                 if broker is None or broker.endpoint is None:
@@ -307,13 +367,13 @@ class DataPlane:
                     max_bytes=self.config.replica_fetch_response_max_bytes,
                 )
                 add = request.partitions.add
-                for p, fetch_offset, leader_epoch in batch:
+                for item in batch:
                     add(
-                        topic_id=bytes(p.topic_id),
-                        partition=p.index,
-                        fetch_offset=fetch_offset,
-                        current_leader_epoch=leader_epoch,
-                        partition_max_bytes=self.config.replica_fetch_max_bytes,
+                        topic_id=bytes(item.partition.topic_id),
+                        partition=item.partition.index,
+                        fetch_offset=item.fetch_offset,
+                        current_leader_epoch=item.leader_epoch,
+                        partition_max_bytes=item.max_bytes,
                     )
                 stub = pb_grpc.ReplicaFetchStub(self._channel(broker.endpoint))
                 try:
@@ -334,7 +394,7 @@ class DataPlane:
                     for a in response.partitions
                 }
                 if not self.manager.on_fetch_answers(batch, answers):
-                    await asyncio.sleep(wait)
+                    await asyncio.sleep(self.manager.fetch_delay_ms(leader_id) / 1000)
         finally:
             if self._fetchers.get(leader_id) is asyncio.current_task():
                 del self._fetchers[leader_id]

@@ -5,6 +5,13 @@ controller (Kafka's ``AlterPartitionManager``).
 virtual one. It answers fetches as a leader, applies fetch answers as a follower, applies the controller's
 metadata, and hands every ISR change to ``submit``. :class:`AlterPartitionSender` is the one asynchronous piece:
 one AlterPartition in flight per broker carrying every change waiting to go, as Kafka's.
+
+Throttles (:mod:`pykraft.replica.throttle`) bound what moves: as a follower, a throttled partition (listed in its
+topic's follower.replication.throttled.replicas for this broker, this replica out of the ISR) asks for no more than
+the follower quota holds and is left out of the fetch when it holds less than a message; the disk rate bounds every
+partition's fetch the same way. As a leader, a throttled follower (listed for this broker in
+leader.replication.throttled.replicas, the follower out of the ISR) gets no more than the leader quota holds, and an
+answer with no records (no error) when it is spent. Partitions that are not throttled are never held back.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import structlog
 
@@ -27,6 +35,7 @@ from pykraft.replica.partition import (
     PendingChange,
     ReplicaConfig,
 )
+from pykraft.replica.throttle import UNLIMITED, ReplicationThrottles
 from quorum.errors import Errors, KafkaError
 from quorum.log.message import Uuid
 
@@ -44,6 +53,22 @@ class ReplicaCounters:
     isr_shrinks: int = 0
     isr_expands: int = 0
     alter_partition_errors: dict[str, int] = field(default_factory=dict)
+    # Kafka's BrokerTopicMetrics ReplicationBytesIn/Out and ReassignmentBytesIn/Out
+    replication_bytes_in: int = 0  # appended as a follower
+    replication_bytes_out: int = 0  # sent to followers as a leader
+    reassignment_bytes_in: int = 0  # appended for replicas this broker is adding
+    reassignment_bytes_out: int = 0  # sent to replicas a reassignment is adding
+
+
+class FetchItem(NamedTuple):
+    """One partition of a follower's fetch: where it reads from and how much it may take."""
+
+    partition: Partition
+    fetch_offset: int
+    leader_epoch: int
+    max_bytes: int  # replica.fetch.max.bytes, or less: what the follower quota and the disk rate allow now
+    disk_reserved: int = 0  # taken ahead from the disk rate; what does not move is given back
+    follower_reserved: int = 0  # taken ahead from the follower quota (a throttled partition)
 
 
 class ReplicaManager:
@@ -63,6 +88,12 @@ class ReplicaManager:
         self.submit: Callable[[PendingChange], None] = lambda change: None
         self.request_refresh: Callable[[], None] = lambda: None
         self.counters = ReplicaCounters()
+        disk_rate = config.disk_rate if config.disk_rate is not None else UNLIMITED
+        # Two messages of burst at least: a rate below one message per fetch wait still moves whole messages.
+        self.throttles = ReplicationThrottles(broker_id, clock(), disk_rate, min_burst=2 * MESSAGE_BYTES)
+        # When each bounded replica was last granted quota: the longest-waiting is served first, so none starves.
+        self._granted: dict[PartitionKey, int] = {}
+        self._grants = 0
 
     # -- metadata -----------------------------------------------------------------------------------------------
 
@@ -83,6 +114,8 @@ class ReplicaManager:
             p = self.partitions.get(key)
             if p is None:
                 p = self.partitions[key] = Partition(m.topic_id, m.topic, m.index, self.broker_id, self.config)
+                if self.broker_id not in m.adding:  # an original replica: it holds the partition's data already
+                    p.start_log(self.config.initial_messages)
             before = p.metadata_seen
             change = p.apply_metadata(m, now, epoch)
             if p.metadata_seen != before:
@@ -92,7 +125,45 @@ class ReplicaManager:
         for key in [k for k in self.partitions if k not in seen]:
             p = self.partitions.pop(key)
             log.info("replica_removed", topic=p.topic, partition=p.index, topic_id=str(p.topic_id))
+        self.throttles.retain({p.topic for p in self.partitions.values()})
+        self._granted = {k: v for k, v in self._granted.items() if k in self.partitions}
         return changed
+
+    def topics_to_watch(self, partitions: Iterable[PartitionMetadata]) -> set[str]:
+        """Topics whose throttle configs this broker needs: where it holds a replica that is out of the ISR (its
+        own, or as leader a follower's) or under reassignment. Empty when nothing moves."""
+        out = set()
+        for m in partitions:
+            if self.broker_id not in m.replicas:
+                continue
+            if m.adding or m.removing or self.broker_id not in m.isr:
+                out.add(m.topic)
+            elif m.leader == self.broker_id and len(m.isr) < len(m.replicas):
+                out.add(m.topic)
+        return out
+
+    # -- throttles ----------------------------------------------------------------------------------------------
+
+    def follower_throttled(self, p: Partition) -> bool:
+        """Kafka's shouldFollowerThrottle, minus the quota check: listed for this broker and out of the ISR."""
+        return (
+            not self.throttles.follower.unlimited and not p.in_isr and self.throttles.follower_listed(p.topic, p.index)
+        )
+
+    def leader_throttled(self, p: Partition, follower_id: int) -> bool:
+        """Kafka's shouldLeaderThrottle, minus the quota check: listed for this broker, the follower out of the
+        ISR."""
+        return (
+            not self.throttles.leader.unlimited
+            and follower_id not in p.isr
+            and self.throttles.leader_listed(p.topic, p.index)
+        )
+
+    def throttled(self, p: Partition) -> bool:
+        """Is this replica's replication throttled now (towards some follower as leader, or as a follower)?"""
+        if p.is_leader:
+            return any(self.leader_throttled(p, b) for b in p.replicas if b != self.broker_id)
+        return self.follower_throttled(p)
 
     # -- leader -------------------------------------------------------------------------------------------------
 
@@ -105,6 +176,7 @@ class ReplicaManager:
         now = self.clock()
         epoch = self.broker_epoch()
         budget = max(1, max_bytes // MESSAGE_BYTES)
+        quota = self.throttles.leader
         out = []
         self.counters.fetches_answered += 1
         for topic_id, index, fetch_offset, leader_epoch, partition_max_bytes in items:
@@ -113,17 +185,39 @@ class ReplicaManager:
                 out.append((topic_id, index, FetchAnswer(Errors.UNKNOWN_TOPIC_OR_PARTITION)))
                 continue
             per_partition = min(max(1, partition_max_bytes // MESSAGE_BYTES), budget)
+            throttled = p.is_leader and self.leader_throttled(p, replica_id)
+            if throttled:  # no more than the quota holds, and nothing unless it holds a tenth of a second's worth
+                want = min(per_partition, max(0, p.leo(now) - fetch_offset)) * MESSAGE_BYTES
+                can = quota.available(now) // MESSAGE_BYTES
+                per_partition = (
+                    min(per_partition, can) if can * MESSAGE_BYTES >= quota.min_grant(want, MESSAGE_BYTES) else 0
+                )
             answer, change = p.answer_fetch(
                 replica_id, replica_epoch, fetch_offset, leader_epoch, per_partition, now, self.brokers, epoch
             )
             if answer.error == Errors.NONE:
                 sent = answer.records_end_offset - fetch_offset
                 budget = max(0, budget - sent)
-                self.counters.messages_sent += sent
+                if throttled and sent == 0 and fetch_offset < answer.log_end_offset:
+                    self.throttles.counters.leader_holds += 1  # the quota is spent: no records, no error
+                self._count_sent(p, replica_id, sent, throttled, now)
             out.append((topic_id, index, answer))
             if change is not None:
                 self.submit(change)
         return out
+
+    def _count_sent(self, p: Partition, replica_id: int, messages: int, throttled: bool, now: int) -> None:
+        sent = messages * MESSAGE_BYTES
+        if sent <= 0:
+            return
+        self.counters.messages_sent += messages
+        self.counters.replication_bytes_out += sent
+        if replica_id in p.adding:
+            self.counters.reassignment_bytes_out += sent
+        if self.throttles.leader_listed(p.topic, p.index):
+            self.throttles.leader.take(sent, now)  # as Kafka: a listed partition's bytes count, in the ISR or not
+        if throttled:
+            self.throttles.counters.leader_throttled_bytes += sent
 
     def maybe_shrink_isr(self) -> int:
         """Kafka's isr-expiration task, run every replica.lag.time.max.ms / 2. Returns the changes started."""
@@ -205,28 +299,97 @@ class ReplicaManager:
         """The brokers this one fetches from (leaders of its follower replicas)."""
         return {p.leader for p in self.partitions.values() if not p.is_leader and p.leader >= 0}
 
-    def fetch_batch(self, leader_id: int) -> list[tuple[Partition, int, int]]:
-        """``(partition, fetch offset, leader epoch)`` of each replica to fetch from ``leader_id`` now."""
+    def fetch_batch(self, leader_id: int) -> list[FetchItem]:
+        """The replicas to fetch from ``leader_id`` now, each with the bytes it may take: replica.fetch.max.bytes,
+        bounded by the disk rate, and for a throttled partition by the follower quota (Kafka's
+        shouldFollowerThrottle leaves it out when the quota is spent). What a bounded fetch may take is reserved
+        from its buckets until the answer comes (:meth:`on_fetch_answers`, :meth:`fetch_failed`) — no more than
+        the replica lagged behind at the last answer, plus a fetch wait's production — and handed out to the
+        replicas that waited longest first, so none starves."""
         now = self.clock()
-        return [
-            (p, p.log_end_offset, p.leader_epoch)
-            for p in self.partitions.values()
-            if p.leader == leader_id and p.fetchable(now)
-        ]
+        candidates = [p for p in self.partitions.values() if p.leader == leader_id and p.fetchable(now)]
+        if not candidates:
+            return []
+        candidates.sort(key=lambda p: self._granted.get((p.topic_id, p.index), -1))
+        t = self.throttles
+        out = []
+        for p in candidates:
+            throttled = self.follower_throttled(p)
+            if t.disk.unlimited and not throttled:
+                out.append(FetchItem(p, p.log_end_offset, p.leader_epoch, self.config.replica_fetch_max_bytes))
+                continue
+            want = self._fetch_want(p)
+            grant, floor = want, MESSAGE_BYTES
+            for bucket in (t.disk, t.follower) if throttled else (t.disk,):
+                grant = min(grant, bucket.available(now))
+                floor = max(floor, bucket.min_grant(want, MESSAGE_BYTES))
+            grant -= grant % MESSAGE_BYTES
+            if grant < floor:
+                if throttled and t.follower.available(now) < floor:
+                    t.counters.follower_skips += 1
+                else:
+                    t.counters.disk_holds += 1
+                continue
+            t.disk.take(grant, now)
+            if throttled:
+                t.follower.take(grant, now)
+            self._grants += 1
+            self._granted[(p.topic_id, p.index)] = self._grants
+            disk_reserved = 0 if t.disk.unlimited else grant
+            out.append(FetchItem(p, p.log_end_offset, p.leader_epoch, grant, disk_reserved, grant if throttled else 0))
+        return out
 
-    def on_fetch_answers(
-        self, sent: list[tuple[Partition, int, int]], answers: dict[tuple[bytes, int], FetchAnswer]
-    ) -> bool:
+    def _fetch_want(self, p: Partition) -> int:
+        """What a bounded replica asks for: replica.fetch.max.bytes, or less when its last answer said it lagged
+        less (plus what the leader may produce over a fetch wait), in whole messages."""
+        want = self.config.replica_fetch_max_bytes
+        if p.leader_log_end_offset >= 0:
+            slack = int(self.config.produce_rate * self.config.replica_fetch_wait_max_ms / 1000) + 1
+            want = min(want, (max(0, p.leader_log_end_offset - p.log_end_offset) + slack) * MESSAGE_BYTES)
+        return max(MESSAGE_BYTES, want - want % MESSAGE_BYTES)
+
+    def fetch_delay_ms(self, leader_id: int) -> int:
+        """How long a fetcher with nothing to ask for should wait: replica.fetch.wait.max.ms, or less when a
+        replica held back by a quota can move sooner."""
+        now = self.clock()
+        wait = self.config.replica_fetch_wait_max_ms
+        t = self.throttles
+        for p in self.partitions.values():
+            if p.leader != leader_id or not p.fetchable(now):
+                continue
+            throttled = self.follower_throttled(p)
+            if t.disk.unlimited and not throttled:
+                continue
+            want = self._fetch_want(p)
+            need = max(
+                t.disk.wait_ms(t.disk.min_grant(want, MESSAGE_BYTES), now),
+                t.follower.wait_ms(t.follower.min_grant(want, MESSAGE_BYTES), now) if throttled else 0,
+            )
+            if need > 0:
+                wait = min(wait, need)
+        return max(1, wait)
+
+    def on_fetch_answers(self, sent: list[FetchItem], answers: dict[tuple[bytes, int], FetchAnswer]) -> bool:
         """Apply a leader's answers to what was sent. Returns True if some partition is still behind (the
         leader had more than it carried): fetch again at once."""
         now = self.clock()
         behind = refresh = False
-        for p, _, leader_epoch in sent:
+        t = self.throttles
+        for item in sent:
+            p = item.partition
             answer = answers.get((p.topic_id, p.index))
-            if answer is None:
+            outcome = p.on_fetch_answer(item.leader_epoch, answer, now) if answer is not None else None
+            got = outcome.messages * MESSAGE_BYTES if outcome is not None else 0
+            self._settle(item, got, now)
+            if outcome is None:
                 continue
-            outcome = p.on_fetch_answer(leader_epoch, answer, now)
             self.counters.messages_fetched += outcome.messages
+            if got:
+                self.counters.replication_bytes_in += got
+                if p.is_adding_local:
+                    self.counters.reassignment_bytes_in += got
+                if item.follower_reserved:
+                    t.counters.follower_throttled_bytes += got
             behind = behind or outcome.behind
             refresh = refresh or outcome.refresh
         self.counters.fetches_sent += 1
@@ -234,11 +397,25 @@ class ReplicaManager:
             self.request_refresh()
         return behind
 
-    def fetch_failed(self, sent: list[tuple[Partition, int, int]]) -> None:
+    def _settle(self, item: FetchItem, got: int, now: int) -> None:
+        """Bytes that moved against what was reserved: the rest goes back to the buckets."""
+        t = self.throttles
+        if item.disk_reserved:
+            t.disk.give_back(item.disk_reserved - got)
+        else:
+            t.disk.take(got, now)
+        if item.follower_reserved:
+            t.follower.give_back(item.follower_reserved - got)
+        elif got and t.follower_listed(item.partition.topic, item.partition.index):
+            t.follower.take(got, now)  # as Kafka: a listed partition's bytes count, in the ISR or not
+
+    def fetch_failed(self, sent: list[FetchItem]) -> None:
         """The leader could not be reached: back off these partitions (replica.fetch.backoff.ms)."""
-        until = self.clock() + self.config.replica_fetch_backoff_ms
-        for p, _, _ in sent:
-            p.fetch_backoff_until_ms = until
+        now = self.clock()
+        until = now + self.config.replica_fetch_backoff_ms
+        for item in sent:
+            item.partition.fetch_backoff_until_ms = until
+            self._settle(item, 0, now)
 
     # -- what a test or a status line wants -------------------------------------------------------------------
 
@@ -248,10 +425,18 @@ class ReplicaManager:
         return {
             "partitions": len(self.partitions),
             "leaders": len(led),
-            "under_replicated": sum(1 for p in led if len(p.isr) < len(p.replicas)),
+            "under_replicated": sum(1 for p in led if under_replicated(p)),
+            "reassigning": sum(1 for p in led if p.is_reassigning),
             "pending_isr_changes": sum(1 for p in led if p.pending is not None),
+            "throttled": sum(1 for p in self.partitions.values() if self.throttled(p)),
             "log_end_offset_sum": sum(p.leo(now) for p in self.partitions.values()),
         }
+
+
+def under_replicated(p: Partition) -> bool:
+    """Kafka's isUnderReplicated (on the leader): fewer in the ISR than the replication factor, which during a
+    reassignment counts the replicas minus those being added."""
+    return p.is_leader and len(p.isr) < len(p.replicas) - len(p.adding)
 
 
 class AlterPartitionSender:

@@ -8,7 +8,15 @@ with :meth:`Partition.on_alter_result` / :meth:`Partition.on_alter_error`.
 
 Offsets count messages. A leader's log grows at ``produce_rate`` messages per second from the moment it became
 leader (computed when asked, so an idle agent costs nothing); each message counts as :data:`MESSAGE_BYTES` bytes
-when a fetch's size is bounded.
+when a fetch's size is bounded (and against the replication throttles: :mod:`pykraft.replica.throttle`).
+
+Partition sizes: the agent's ``initial_partition_bytes`` (``pykraft broker --initial-partition-bytes``) is the data
+every partition held before this simulation began. The first time a broker sees a partition, a replica in the
+partition's original assignment (its replicas minus those being added by a reassignment) starts with
+``initial_partition_bytes // MESSAGE_BYTES`` messages, high watermark included: all original replicas hold the same
+data, so they are in sync. A replica the broker holds because it is one of the partition's ``adding`` replicas (a
+reassignment's target) starts empty and copies the leader's whole log through fetches, at the pace the throttles
+and the disk rate allow. A restarted agent sees every partition for the first time again.
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ class ReplicaConfig:
     replica_fetch_response_max_bytes: int = 10_485_760  # replica.fetch.response.max.bytes: per fetch
     replica_fetch_backoff_ms: int = 1000  # replica.fetch.backoff.ms: after a failed fetch
     replica_socket_timeout_ms: int = 30_000  # replica.socket.timeout.ms: a fetch's deadline
+    initial_partition_bytes: int = 0  # the log an original replica starts with (see the module docstring)
+    disk_rate: int | None = None  # bytes per second this broker may append as a follower (None: unlimited)
 
     def __post_init__(self) -> None:
         if self.produce_rate < 0:
@@ -44,6 +54,14 @@ class ReplicaConfig:
             raise ValueError(f"replica.lag.time.max.ms {self.replica_lag_time_max_ms} must be positive")
         if self.replica_fetch_max_bytes < MESSAGE_BYTES:
             raise ValueError(f"replica.fetch.max.bytes {self.replica_fetch_max_bytes} is below one message")
+        if self.initial_partition_bytes < 0:
+            raise ValueError(f"initial partition bytes {self.initial_partition_bytes} must not be negative")
+        if self.disk_rate is not None and self.disk_rate <= 0:
+            raise ValueError(f"disk rate {self.disk_rate} must be positive")
+
+    @property
+    def initial_messages(self) -> int:
+        return self.initial_partition_bytes // MESSAGE_BYTES
 
 
 class BrokerState(NamedTuple):
@@ -148,6 +166,8 @@ class PartitionMetadata(NamedTuple):
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     leader_recovery_state: int = LeaderRecoveryState.RECOVERED
+    adding: tuple[int, ...] = ()  # replicas a reassignment is adding (in ``replicas`` too)
+    removing: tuple[int, ...] = ()  # replicas a reassignment will remove (in ``replicas`` too)
 
 
 class FetchAnswer(NamedTuple):
@@ -186,6 +206,8 @@ class Partition:
         self.leader_epoch = -1
         self.partition_epoch = -1
         self.isr: tuple[int, ...] = ()  # the committed ISR, as the controller last confirmed it
+        self.adding: tuple[int, ...] = ()
+        self.removing: tuple[int, ...] = ()
         self.leader_recovery_state = LeaderRecoveryState.RECOVERED
         self.pending: PendingChange | None = None
         self.remotes: dict[int, ReplicaState] = {}
@@ -196,6 +218,7 @@ class Partition:
         self.metadata_seen = (-1, -1)  # (leader epoch, partition epoch) of the metadata last applied
         self.metadata_stale = False  # an AlterPartition answer said our state is old: apply the next metadata
         # follower side
+        self.leader_log_end_offset = -1  # the leader's LEO in its last answer (-1: none yet from this leader)
         self.fetch_blocked = False  # FENCED_LEADER_EPOCH: our leader epoch is old; wait for new metadata
         self.fetch_backoff_until_ms = 0
 
@@ -206,6 +229,24 @@ class Partition:
     def is_leader(self) -> bool:
         return self.leader == self.local_id
 
+    @property
+    def is_reassigning(self) -> bool:
+        """Kafka's Partition.isReassigning: replicas are being added."""
+        return bool(self.adding)
+
+    @property
+    def is_adding_local(self) -> bool:
+        """Kafka's isAddingLocalReplica: this broker's replica is one a reassignment adds."""
+        return self.local_id in self.adding
+
+    @property
+    def in_isr(self) -> bool:
+        return self.local_id in self.isr
+
+    def start_log(self, messages: int) -> None:
+        """The log this replica held before the simulation began (all original replicas hold the same data)."""
+        self.log_end_offset = self.high_watermark = max(0, messages)
+
     # -- the simulated log ------------------------------------------------------------------------------------
 
     def leo(self, now_ms: int) -> int:
@@ -215,6 +256,14 @@ class Partition:
             produced = base + int(max(0, now_ms - since) * self.config.produce_rate / 1000)
             if produced > self.log_end_offset:
                 self.log_end_offset = produced
+        return self.log_end_offset
+
+    def peek_leo(self, now_ms: int) -> int:
+        """The log end offset at ``now_ms`` without recording it (for readers on another thread: metrics)."""
+        origin = self._produce_origin
+        if origin is not None and self.config.produce_rate > 0:
+            since, base = origin
+            return max(self.log_end_offset, base + int(max(0, now_ms - since) * self.config.produce_rate / 1000))
         return self.log_end_offset
 
     def _stop_producing(self, now_ms: int) -> None:
@@ -247,6 +296,7 @@ class Partition:
         leo = self.leo(now_ms)
         self.replicas = m.replicas
         self.isr = m.isr
+        self.adding, self.removing = m.adding, m.removing
         self.leader_recovery_state = m.leader_recovery_state
         self.pending = None
         followers = [b for b in m.replicas if b != self.local_id]
@@ -267,11 +317,13 @@ class Partition:
         if m.leader_epoch != self.leader_epoch or m.leader != self.leader:
             self.fetch_blocked = False
             self.fetch_backoff_until_ms = 0
+            self.leader_log_end_offset = -1
         self.leader = m.leader
         self.leader_epoch = m.leader_epoch
         self.partition_epoch = m.partition_epoch
         self.replicas = m.replicas
         self.isr = m.isr
+        self.adding, self.removing = m.adding, m.removing
         self.leader_recovery_state = m.leader_recovery_state
         self.pending = None
         self.remotes = {}
@@ -467,11 +519,15 @@ class Partition:
         if self.is_leader or sent_leader_epoch != self.leader_epoch:
             return IGNORED
         error = answer.error
+        if error in (Errors.NONE, Errors.OFFSET_OUT_OF_RANGE):
+            self.leader_log_end_offset = answer.log_end_offset
         if error == Errors.NONE:
             fetched = answer.records_end_offset - self.log_end_offset
             self.log_end_offset = max(self.log_end_offset, answer.records_end_offset)
             self.high_watermark = min(answer.high_watermark, self.log_end_offset)
-            behind = answer.records_end_offset < answer.log_end_offset
+            # Behind only if this answer carried records: a leader that held back a throttled replica answers with
+            # none, and the follower then waits replica.fetch.wait.max.ms rather than asking again at once.
+            behind = fetched > 0 and answer.records_end_offset < answer.log_end_offset
             return FetchOutcome(max(0, fetched), behind)
         if error == Errors.OFFSET_OUT_OF_RANGE:
             if 0 <= answer.log_end_offset < self.log_end_offset:

@@ -17,6 +17,7 @@ from controller.requests import (
     AlterPartitionResponse,
     AlterPartitionResult,
     AlterPartitionTopic,
+    DescribeConfigsResult,
     LeaderRecoveryState,
 )
 from controller.results import NO_ERROR, ApiError
@@ -448,7 +449,10 @@ class Sim:
                 if leader in self.dead:
                     m.fetch_failed(batch)
                     continue
-                items = [(p.topic_id, p.index, off, le, self.config.replica_fetch_max_bytes) for p, off, le in batch]
+                items = [
+                    (i.partition.topic_id, i.partition.index, i.fetch_offset, i.leader_epoch, i.max_bytes)
+                    for i in batch
+                ]
                 answers = self.managers[leader].answer_fetch(b, self.ctrl.brokers[b].epoch, 10 << 20, items)
                 behind |= m.on_fetch_answers(batch, {(t, i): a for t, i, a in answers})
             self.next_fetch[b] = self.now if behind else self.now + self.config.replica_fetch_wait_max_ms
@@ -544,6 +548,9 @@ class FakeAdmin:
             for i, s in self.ctrl.partitions.items()
         ]
         return [TopicDescription("t", str(TOPIC), 0, "", parts, {})]
+
+    async def describe_configs(self, resources, *, timeout_ms=None):  # type: ignore[no-untyped-def]
+        return [DescribeConfigsResult(r.resource_type, r.resource_name) for r in resources]
 
     async def alter_partition(self, broker_id, broker_epoch, topics, *, timeout_ms=None):  # type: ignore[no-untyped-def]
         response = self.ctrl.alter(broker_id, broker_epoch, topics)
