@@ -11,13 +11,16 @@ With each metadata poll the broker also reads the throttle configs (``describe_c
 (``leader/follower.replication.throttled.rate``: the effective value, per-broker, else the cluster default, else
 unthrottled) and, only for topics where it holds a replica out of the ISR or under reassignment, the TOPIC resources'
 ``leader/follower.replication.throttled.replicas``. A change takes effect at that poll, and is logged.
+
+The fetch listener also answers DescribeReplicas: the replicas held here, their sizes and state;
+:func:`describe_replicas` is its client.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import grpc
 import structlog
@@ -26,7 +29,7 @@ from controller.requests import ConfigResource, ConfigResourceType, DescribeConf
 from pykraft.api import broker_pb2 as pb
 from pykraft.api import broker_pb2_grpc as pb_grpc
 from pykraft.client import AdminClient, AdminError, ClusterDescription, TopicDescription
-from pykraft.replica.manager import AlterPartitionSender, ReplicaManager
+from pykraft.replica.manager import AlterPartitionSender, ReplicaInfo, ReplicaManager
 from pykraft.replica.partition import BrokerState, FetchAnswer, PartitionMetadata, ReplicaConfig
 from pykraft.replica.throttle import (
     BROKER_KEYS,
@@ -125,6 +128,66 @@ class FetchService(pb_grpc.ReplicaFetchServicer):
                 records_end_offset=a.records_end_offset,
             )
         return response
+
+    async def DescribeReplicas(
+        self, request: pb.DescribeReplicasRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DescribeReplicasResponse:
+        wanted = {(p.topic_id, p.partition) for p in request.partitions} if request.partitions else None
+        response = pb.DescribeReplicasResponse(broker_id=self.manager.broker_id)
+        add = response.replicas.add
+        for r in self.manager.describe_replicas(wanted):
+            add(
+                topic_id=bytes(r.topic_id),
+                topic=r.topic,
+                partition=r.partition,
+                size_bytes=r.size_bytes,
+                log_end_offset=r.log_end_offset,
+                high_watermark=r.high_watermark,
+                is_leader=r.is_leader,
+                in_isr=r.in_isr,
+                throttled=r.throttled,
+            )
+        return response
+
+
+async def describe_replicas(
+    endpoint: tuple[str, int],
+    timeout_s: float = 5.0,
+    *,
+    partitions: Sequence[tuple[Uuid, int]] | None = None,
+) -> list[ReplicaInfo]:
+    """Ask the broker whose fetch listener is ``endpoint`` (its PLAINTEXT listener in describe_cluster) for the
+    replicas it holds (all, or those of ``partitions`` it holds: ``(topic id, partition)``): sizes, offsets, state.
+    Raises :class:`AdminError` (BROKER_NOT_AVAILABLE, or REQUEST_TIMED_OUT) when it cannot be asked."""
+    host, port = endpoint
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    request = pb.DescribeReplicasRequest()
+    for topic_id, index in partitions or ():
+        request.partitions.add(topic_id=bytes(topic_id), partition=index)
+    async with grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) as channel:
+        try:
+            response = await pb_grpc.ReplicaFetchStub(channel).DescribeReplicas(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as e:
+            code = Errors.REQUEST_TIMED_OUT if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED else None
+            raise AdminError(
+                f"broker at {target} did not answer DescribeReplicas: {e.code().name} {e.details() or ''}".rstrip(),
+                code or Errors.BROKER_NOT_AVAILABLE,
+            ) from e
+    return [
+        ReplicaInfo(
+            response.broker_id,
+            Uuid(r.topic_id),
+            r.topic,
+            r.partition,
+            r.size_bytes,
+            r.log_end_offset,
+            r.high_watermark,
+            r.is_leader,
+            r.in_isr,
+            r.throttled,
+        )
+        for r in response.replicas
+    ]
 
 
 class DataPlane:

@@ -17,7 +17,7 @@ answer with no records (no error) when it is spent. Partitions that are not thro
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -69,6 +69,21 @@ class FetchItem(NamedTuple):
     max_bytes: int  # replica.fetch.max.bytes, or less: what the follower quota and the disk rate allow now
     disk_reserved: int = 0  # taken ahead from the disk rate; what does not move is given back
     follower_reserved: int = 0  # taken ahead from the follower quota (a throttled partition)
+
+
+class ReplicaInfo(NamedTuple):
+    """One replica a broker holds, as DescribeReplicas answers it (Kafka's DescribeLogDirs, plus replica state)."""
+
+    broker_id: int
+    topic_id: Uuid
+    topic: str
+    partition: int
+    size_bytes: int  # log_end_offset * MESSAGE_BYTES
+    log_end_offset: int
+    high_watermark: int
+    is_leader: bool
+    in_isr: bool
+    throttled: bool  # its replication is throttled now (as a leader towards some follower, or as a follower)
 
 
 class ReplicaManager:
@@ -431,6 +446,30 @@ class ReplicaManager:
             "throttled": sum(1 for p in self.partitions.values() if self.throttled(p)),
             "log_end_offset_sum": sum(p.leo(now) for p in self.partitions.values()),
         }
+
+    def describe_replicas(self, wanted: Collection[tuple[bytes, int]] | None = None) -> list[ReplicaInfo]:
+        """Every replica held here (or those of ``wanted`` held here), ordered by topic and partition."""
+        now = self.clock()
+        out = []
+        for key, p in sorted(self.partitions.items(), key=lambda kv: (kv[1].topic, kv[1].index)):
+            if wanted is not None and key not in wanted:
+                continue
+            leo = p.leo(now)
+            hw = p.high_watermark_now(now, self.brokers) if p.is_leader else p.high_watermark
+            info = ReplicaInfo(
+                self.broker_id,
+                p.topic_id,
+                p.topic,
+                p.index,
+                leo * MESSAGE_BYTES,
+                leo,
+                hw,
+                p.is_leader,
+                p.in_isr,
+                self.throttled(p),
+            )
+            out.append(info)
+        return out
 
 
 def under_replicated(p: Partition) -> bool:
