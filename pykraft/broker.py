@@ -4,7 +4,13 @@ between brokers and keeps the ISRs real through AlterPartition. It stands in for
 fencing, leadership and ISR changes can be exercised for real.
 
 ``--pause-replication`` (or SIGUSR1, which toggles it) stops fetching as a follower, so this broker's replicas fall
-behind and leave their ISRs after replica.lag.time.max.ms."""
+behind and leave their ISRs after replica.lag.time.max.ms.
+
+``--initial-partition-bytes N`` gives every replica of a partition's original assignment N bytes of log when the agent
+first sees it (a reassignment's new replicas start empty and copy the leader's log); ``--disk-rate`` bounds the bytes
+the agent appends as a follower; the replication throttles come from the controller's dynamic configs (see
+:mod:`pykraft.replica.throttle`). ``--metrics-port`` serves Prometheus metrics on 127.0.0.1
+(:mod:`pykraft.broker_metrics`)."""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ import sys
 
 import structlog
 
+from pykraft.broker_metrics import serve_broker_metrics
 from pykraft.client import AdminClient, AdminError
 from pykraft.replica.data_plane import DataPlane
 from pykraft.replica.partition import ReplicaConfig
@@ -42,6 +49,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replica-fetch-wait-max-ms", type=int, default=500, help="replica.fetch.wait.max.ms")
     p.add_argument("--replica-fetch-max-bytes", type=int, default=1_048_576, help="replica.fetch.max.bytes")
     p.add_argument("--pause-replication", action="store_true", help="do not fetch as a follower (SIGUSR1 toggles it)")
+    p.add_argument(
+        "--initial-partition-bytes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="log bytes each replica of a partition's original assignment starts with (default 0); "
+        "replicas a reassignment adds start empty and copy the leader's log",
+    )
+    p.add_argument(
+        "--disk-rate",
+        type=int,
+        default=None,
+        metavar="BYTES_PER_S",
+        help="bytes per second this broker may append as a follower (default: unlimited)",
+    )
+    p.add_argument(
+        "--metrics-port", type=int, default=0, help="serve Prometheus metrics on 127.0.0.1:PORT (default 0: off)"
+    )
     p.add_argument("--data-dir-tag", help=argparse.SUPPRESS)  # lets `pykraft cluster down` recognise its processes
 
 
@@ -131,6 +156,18 @@ class BrokerAgent:
         log.info("broker_stopped", broker_id=self.broker_id)
 
 
+def replica_config(args: argparse.Namespace) -> ReplicaConfig:
+    """The data plane's settings from the command line (ValueError when one is out of range)."""
+    return ReplicaConfig(
+        produce_rate=args.produce_rate,
+        replica_lag_time_max_ms=args.replica_lag_time_max_ms,
+        replica_fetch_wait_max_ms=args.replica_fetch_wait_max_ms,
+        replica_fetch_max_bytes=args.replica_fetch_max_bytes,
+        initial_partition_bytes=args.initial_partition_bytes,
+        disk_rate=args.disk_rate,
+    )
+
+
 async def _main(args: argparse.Namespace) -> int:
     structlog.contextvars.bind_contextvars(broker_id=args.broker_id)
     host, port = "127.0.0.1", 9000 + args.broker_id
@@ -140,12 +177,7 @@ async def _main(args: argparse.Namespace) -> int:
             print(f"pykraft broker: --listener {args.listener!r} is not HOST:PORT", file=sys.stderr)
             return 2
         host, port = h, int(p)
-    config = ReplicaConfig(
-        produce_rate=args.produce_rate,
-        replica_lag_time_max_ms=args.replica_lag_time_max_ms,
-        replica_fetch_wait_max_ms=args.replica_fetch_wait_max_ms,
-        replica_fetch_max_bytes=args.replica_fetch_max_bytes,
-    )
+    config = replica_config(args)
     agent = BrokerAgent(
         args.broker_id,
         args.rack,
@@ -156,6 +188,13 @@ async def _main(args: argparse.Namespace) -> int:
         pause_replication=args.pause_replication,
         faults=ProcessTerminatingFaultHandler(),
     )
+    if args.metrics_port:
+        try:
+            serve_broker_metrics(agent.data_plane.manager, "127.0.0.1", args.metrics_port)
+        except OSError as e:
+            print(f"pykraft broker: cannot serve metrics on 127.0.0.1:{args.metrics_port}: {e}", file=sys.stderr)
+            return 2
+        log.info("broker_metrics_listening", url=f"http://127.0.0.1:{args.metrics_port}/metrics")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -168,6 +207,9 @@ async def _main(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.broker_id < 0:
         print(f"pykraft broker: --broker-id {args.broker_id} must not be negative", file=sys.stderr)
+        return 2
+    if not 0 <= args.metrics_port <= 65535:
+        print(f"pykraft broker: --metrics-port {args.metrics_port} is not a port", file=sys.stderr)
         return 2
     try:
         return asyncio.run(_main(args))
