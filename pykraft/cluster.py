@@ -47,6 +47,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="each broker's simulated produce rate: messages per second per partition it leads (default 0: idle)",
     )
     up.add_argument("--replica-lag-time-max-ms", type=int, default=30_000, help="the brokers' replica.lag.time.max.ms")
+    up.add_argument(
+        "--initial-partition-bytes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="log bytes each original replica starts with (default 0); replicas a reassignment adds start empty",
+    )
+    up.add_argument(
+        "--disk-rate",
+        type=int,
+        default=None,
+        metavar="BYTES_PER_S",
+        help="bytes per second each broker may append as a follower (default: unlimited)",
+    )
     down = sub.add_parser("down", help="stop the local cluster started in --data-dir")
     down.add_argument("--data-dir", default="./data")
     boot = sub.add_parser("bootstrap", help="print the bootstrap servers of the cluster in --data-dir")
@@ -172,6 +186,10 @@ def up(args: argparse.Namespace) -> int:
         )
     brokers = []
     broker_ports = free_ports(args.brokers) if args.brokers else []
+    broker_metrics = free_ports(args.brokers) if args.brokers else []
+    broker_options = ["--initial-partition-bytes", str(args.initial_partition_bytes)]
+    if args.disk_rate is not None:
+        broker_options += ["--disk-rate", str(args.disk_rate)]
     for j in range(args.brokers):
         broker_id = 101 + j
         rack = f"rack-{j % args.racks + 1}"
@@ -192,9 +210,12 @@ def up(args: argparse.Namespace) -> int:
             str(args.produce_rate),
             "--replica-lag-time-max-ms",
             str(args.replica_lag_time_max_ms),
+            "--metrics-port",
+            str(broker_metrics[j]),
+            *broker_options,
         ]
         pid = _spawn(args_, data_dir / f"broker-{broker_id}.log")
-        brokers.append({"id": broker_id, "rack": rack, "pid": pid})
+        brokers.append({"id": broker_id, "rack": rack, "pid": pid, "metrics_port": broker_metrics[j]})
     state = {
         "cluster_id": cluster_id,
         "bootstrap": bootstrap,
@@ -215,6 +236,8 @@ def up(args: argparse.Namespace) -> int:
     )
     print(f"Bootstrap servers: {bootstrap}")
     print("Metrics: " + ", ".join(f"http://127.0.0.1:{m}/metrics" for m in metrics))
+    if broker_metrics:
+        print("Broker metrics: " + ", ".join(f"http://127.0.0.1:{m}/metrics" for m in broker_metrics))
     print(
         f"Try:  pykraft topics --bootstrap-server {bootstrap} --create --topic orders --partitions 6 "
         "--replication-factor 3"
