@@ -26,9 +26,9 @@ import grpc
 
 from controller.placement import PlacementError, StripedReplicaPlacer, UsableBroker
 from controller.requests import AlterableConfig, AlterConfigOp, AlterConfigsResource, ConfigResourceType
-from pykraft.api import broker_pb2, broker_pb2_grpc
 from pykraft.cli_common import UsageError, describe_error, load_versioned_json, read_text_file, usage_failed
 from pykraft.client import AdminClient, AdminError, PartitionReassignment, TopicDescription
+from pykraft.replica.data_plane import describe_replicas
 from quorum.log.message import Uuid
 
 PROG = "pykraft reassign-partitions"
@@ -66,6 +66,7 @@ WAIT_POLL_S = 1.0  # --wait: how often the state is read
 WAIT_LINE_S = 10.0  # --wait without a terminal: a line this often (and when a partition finishes)
 
 TopicPartition = tuple[str, int]
+Endpoint = tuple[str, int]  # a broker's PLAINTEXT listener
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -335,13 +336,13 @@ def _replicas(d: TopicDescription | None, partition: int) -> list[int] | None:
     return next((p.replicas for p in d.partitions if p.partition == partition), None) if d else None
 
 
-async def _live_brokers(admin: AdminClient) -> dict[int, tuple[str | None, str]]:
+async def _live_brokers(admin: AdminClient) -> dict[int, tuple[str | None, Endpoint | None]]:
     """The unfenced brokers (what Kafka's describeCluster lists): their racks and PLAINTEXT endpoints."""
     live = {}
     for b in (await admin.describe_cluster()).brokers:
         if not b.fenced:
-            endpoints = [f"{host}:{port}" for name, host, port in b.listeners if name == "PLAINTEXT"]
-            live[b.broker_id] = (b.rack, endpoints[0] if endpoints else "")
+            endpoints = [(host, port) for name, host, port in b.listeners if name == "PLAINTEXT"]
+            live[b.broker_id] = (b.rack, endpoints[0] if endpoints else None)
     return live
 
 
@@ -351,23 +352,21 @@ def _check_brokers(brokers: set[int], live: dict[int, Any]) -> None:
         raise UsageError(f"Unknown broker {_plural(len(unknown), 'id')} {_ids(unknown)}")
 
 
-async def _replica_sizes(endpoint: str, wanted: list[tuple[bytes, int]]) -> dict[tuple[bytes, int], int] | str:
+async def _replica_sizes(endpoint: Endpoint | None, wanted: list[tuple[bytes, int]]) -> dict[Any, int] | str:
     """A broker's replica sizes by (topic id, partition), from its DescribeReplicas; or why it did not answer."""
-    if not endpoint:
+    if endpoint is None:
         return "no PLAINTEXT listener"
-    Partition = broker_pb2.DescribeReplicasRequest.Partition
-    request = broker_pb2.DescribeReplicasRequest(partitions=[Partition(topic_id=t, partition=p) for t, p in wanted])
     try:
-        async with grpc.aio.insecure_channel(endpoint) as channel:
-            stub = broker_pb2_grpc.ReplicaFetchStub(channel)
-            response = await stub.DescribeReplicas(request, timeout=REPLICAS_TIMEOUT_S)
-    except grpc.aio.AioRpcError as e:
-        return f"{endpoint}: {e.code().name}"
-    return {(r.topic_id, r.partition): r.size_bytes for r in response.replicas}
+        replicas = await describe_replicas(endpoint, REPLICAS_TIMEOUT_S, partitions=[(Uuid(t), p) for t, p in wanted])
+    except AdminError as e:
+        cause = e.__cause__
+        status = cause.code().name if isinstance(cause, grpc.aio.AioRpcError) else e.code.name
+        return f"{endpoint[0]}:{endpoint[1]}: {status}"
+    return {(bytes(r.topic_id), r.partition): r.size_bytes for r in replicas}
 
 
 async def replica_progress(
-    moving: dict[TopicPartition, tuple[bytes, int, list[int]]], endpoints: dict[int, str]
+    moving: dict[TopicPartition, tuple[bytes, int, list[int]]], endpoints: dict[int, Endpoint | None]
 ) -> dict[TopicPartition, tuple[Progress, ...]]:
     """For moving partitions (their topic id, leader and replicas being added), how far each added replica has
     got: one DescribeReplicas per broker involved, all at once."""
@@ -375,7 +374,7 @@ async def replica_progress(
     for (_, index), (topic_id, leader, adding) in moving.items():
         for b in {leader, *adding} - {-1}:
             wanted.setdefault(b, []).append((topic_id, index))
-    answers = await asyncio.gather(*(_replica_sizes(endpoints.get(b, ""), keys) for b, keys in wanted.items()))
+    answers = await asyncio.gather(*(_replica_sizes(endpoints.get(b), keys) for b, keys in wanted.items()))
     sizes = dict(zip(wanted, answers, strict=True))
     out = {}
     for tp, (topic_id, leader, adding) in moving.items():
@@ -395,7 +394,7 @@ async def replica_progress(
 
 
 async def find_states(
-    admin: AdminClient, moves: list[Move], endpoints: dict[int, str]
+    admin: AdminClient, moves: list[Move], endpoints: dict[int, Endpoint | None]
 ) -> tuple[list[PartitionState], bool]:
     """Kafka's findPartitionReassignmentStates, with progress: each partition's state, and whether any
     reassignment at all (in the file or not) is in progress."""
@@ -579,7 +578,7 @@ async def verify(admin: AdminClient, args: argparse.Namespace) -> int:
     return 0
 
 
-async def follow(admin: AdminClient, moves: list[Move], endpoints: dict[int, str]) -> None:
+async def follow(admin: AdminClient, moves: list[Move], endpoints: dict[int, Endpoint | None]) -> None:
     """--wait: a progress bar on a terminal; else a line at first, whenever a partition finishes, and every
     WAIT_LINE_S. Until no partition of the file is moving."""
     tty = sys.stdout.isatty()

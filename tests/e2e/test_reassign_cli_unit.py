@@ -169,7 +169,7 @@ class FakeBroker(broker_pb2_grpc.ReplicaFetchServicer):
 
 
 @pytest.fixture
-async def fake_brokers() -> AsyncIterator[dict[int, str]]:
+async def fake_brokers() -> AsyncIterator[dict[int, tuple[str, int]]]:
     topic = bytes(range(16))
     servers, endpoints = [], {}
     for broker_id, sizes in {1: {(topic, 0): 4096, (topic, 1): 100}, 2: {(topic, 0): 1024}}.items():
@@ -178,7 +178,7 @@ async def fake_brokers() -> AsyncIterator[dict[int, str]]:
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
         servers.append(server)
-        endpoints[broker_id] = f"127.0.0.1:{port}"
+        endpoints[broker_id] = ("127.0.0.1", port)
     try:
         yield endpoints
     finally:
@@ -186,16 +186,17 @@ async def fake_brokers() -> AsyncIterator[dict[int, str]]:
             await server.stop(None)
 
 
-async def test_progress_from_describe_replicas(fake_brokers: dict[int, str]) -> None:
+async def test_progress_from_describe_replicas(fake_brokers: dict[int, tuple[str, int]]) -> None:
     topic = bytes(range(16))
-    endpoints = {**fake_brokers, 4: ""}
-    moving = {("t", 0): (topic, 1, [2, 3, 4]), ("t", 1): (topic, -1, [2]), ("t", 2): (topic, 1, [2])}
+    endpoints = {**fake_brokers, 4: None, 5: ("127.0.0.1", 1)}  # 4 has no PLAINTEXT listener, 5 is down
+    moving = {("t", 0): (topic, 1, [2, 3, 4, 5]), ("t", 1): (topic, -1, [2]), ("t", 2): (topic, 1, [2])}
     progress = await rc.replica_progress(moving, endpoints)
     assert progress[("t", 0)][0] == rc.Progress(2, 1024, 4096)
     assert progress[("t", 0)][0].text() == "  adding replica 2: 1024 of 4096 bytes (25%)"
     assert progress[("t", 0)][1:] == (
         rc.Progress(3, why="broker 3: no PLAINTEXT listener"),
         rc.Progress(4, why="broker 4: no PLAINTEXT listener"),
+        rc.Progress(5, why="broker 5: 127.0.0.1:1: UNAVAILABLE"),
     )
     assert progress[("t", 1)] == (rc.Progress(2, why="the partition has no leader"),)
     assert progress[("t", 2)] == (rc.Progress(2, why="leader 1 does not report the partition"),)
