@@ -46,9 +46,9 @@ def default_ports_held() -> Iterator[None]:
             s.close()
 
 
-def cluster_up(data_dir: Path) -> str:
+def cluster_up(data_dir: Path, *options: str) -> str:
     with default_ports_held():
-        r = run_pykraft("cluster", "up", "--data-dir", str(data_dir), timeout=180)
+        r = run_pykraft("cluster", "up", "--data-dir", str(data_dir), *options, timeout=180)
     assert r.returncode == 0, f"cluster up failed: {r.stdout}\n{r.stderr}\n{logs(data_dir)}"
     return r.stdout
 
