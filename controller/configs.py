@@ -281,6 +281,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _dynamic("message.max.bytes", "int", 1048588, at_least(0)),
         _same_as_topic("min.insync.replicas"),
         _broker("num.partitions", "int", 1, at_least(1)),
+        # Kafka's intra-broker (log dir) move throttle: stored and cleared as Kafka's tools do; brokers here have no
+        # log dirs to move between, so nothing reads it.
+        _dynamic("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX, at_least(0)),
         _broker("replica.lag.time.max.ms", "long", 30000),
         _same_as_topic("unclean.leader.election.enable"),
     )
@@ -358,6 +361,7 @@ CONFIG_DOCS: dict[str, str] = {
     "leader.imbalance.check.interval.seconds": "How often the controller checks leader balance.",
     "leader.imbalance.per.broker.percentage": "The share of misplaced leaders per broker that triggers a rebalance.",
     "leader.replication.throttled.rate": "Bytes per second a leader may send for throttled replicas.",
+    "replica.alter.log.dirs.io.max.bytes.per.second": "Bytes per second a log dir move may copy (no effect here).",
     "leader.replication.throttled.replicas": "Replicas (partition:broker, or *) whose leader sends are throttled.",
     "local.retention.bytes": "Bytes kept locally when tiered storage is on (-2: as retention.bytes).",
     "local.retention.ms": "Milliseconds kept locally when tiered storage is on (-2: as retention.ms).",
