@@ -16,18 +16,34 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
 from controller.placement import PlacementError, StripedReplicaPlacer, UsableBroker
 from controller.requests import AlterableConfig, AlterConfigOp, AlterConfigsResource, ConfigResourceType
-from pykraft.cli_common import UsageError, describe_error, load_versioned_json, read_text_file, usage_failed
+from pykraft.cli_common import UsageError, describe_error, read_text_file, usage_failed
 from pykraft.client import AdminClient, AdminError, PartitionReassignment, TopicDescription
+from pykraft.reassign_files import (
+    Move,
+    PartitionState,
+    Progress,
+    TopicPartition,
+    check_for_execute,
+    check_no_duplicate_partitions,
+    ids_text,
+    list_text,
+    parse_broker_list,
+    parse_reassignment,
+    parse_topics_to_move,
+    plural,
+    reassignment_json,
+    status_text,
+    tp_name,
+    wait_text,
+)
 from pykraft.replica.data_plane import describe_replicas
 from quorum.log.message import Uuid
 
@@ -48,7 +64,6 @@ PERMITTED = {
     "list": {"bootstrap_server", "bootstrap_controller"},
 }
 OPTIONS = sorted({o for group in (*REQUIRED.values(), *PERMITTED.values()) for o in group})
-ANY_LOG_DIR = "any"
 RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 BROKER_THROTTLES = (*RATES, "replica.alter.log.dirs.io.max.bytes.per.second")
 TOPIC_THROTTLES = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
@@ -65,7 +80,6 @@ REPLICAS_TIMEOUT_S = 3.0  # a broker's DescribeReplicas answer, for --verify's p
 WAIT_POLL_S = 1.0  # --wait: how often the state is read
 WAIT_LINE_S = 10.0  # --wait without a terminal: a line this often (and when a partition finishes)
 
-TopicPartition = tuple[str, int]
 Endpoint = tuple[str, int]  # a broker's PLAINTEXT listener
 
 
@@ -115,211 +129,6 @@ def check_args(args: argparse.Namespace) -> str:
     return action
 
 
-# -- files -------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Move:
-    """One partition of a reassignment file: where it should be."""
-
-    topic: str
-    partition: int
-    replicas: tuple[int, ...]
-
-    @property
-    def tp(self) -> TopicPartition:
-        return (self.topic, self.partition)
-
-
-def tp_name(tp: TopicPartition) -> str:
-    return f"{tp[0]}-{tp[1]}"
-
-
-def _ids(ids: list[int] | tuple[int, ...]) -> str:
-    return ",".join(str(i) for i in ids)
-
-
-def _java_list(items: list[Any]) -> str:
-    return "[" + ", ".join(str(i) for i in items) + "]"
-
-
-def _plural(n: int, word: str) -> str:
-    return word if n == 1 else f"{word}s"
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _entries(data: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
-    items = data.get(key, [])  # absent: none, as Kafka
-    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-        raise UsageError(f'{where}: "{key}" must be a list of objects')
-    return items
-
-
-def parse_reassignment(text: str, where: str = "--reassignment-json-file") -> list[Move]:
-    """Kafka's parsePartitionReassignmentData, each field's type checked; log_dirs may only say "any"."""
-    moves = []
-    for i, item in enumerate(_entries(load_versioned_json(text, where), "partitions", where)):
-        at = f"{where}: partitions[{i}]"
-        topic, partition, replicas = item.get("topic"), item.get("partition"), item.get("replicas")
-        if not isinstance(topic, str) or not topic:
-            raise UsageError(f'{at}: "topic" must be a topic name, got {json.dumps(topic)}')
-        if not _is_int(partition) or partition < 0:
-            raise UsageError(f'{at}: "partition" must be a partition index (0 or more), got {json.dumps(partition)}')
-        if not isinstance(replicas, list) or not all(_is_int(r) for r in replicas):
-            raise UsageError(f'{at}: "replicas" must be a list of broker ids, got {json.dumps(replicas)}')
-        log_dirs = item.get("log_dirs", [ANY_LOG_DIR] * len(replicas))
-        if not isinstance(log_dirs, list) or not all(isinstance(d, str) for d in log_dirs):
-            raise UsageError(f'{at}: "log_dirs" must be a list of strings, got {json.dumps(log_dirs)}')
-        if len(log_dirs) != len(replicas):
-            raise UsageError(
-                f"{where}: Size of replicas list {_java_list(replicas)} is different from size of log dirs list "
-                f"{_java_list(log_dirs)} for partition {topic}-{partition}"
-            )
-        for d in log_dirs:
-            if d != ANY_LOG_DIR:
-                raise UsageError(
-                    f'{at}: log dir "{d}" for partition {topic}-{partition}: pykraft brokers have no log '
-                    f'directories, so "log_dirs" can only say "{ANY_LOG_DIR}"'
-                )
-        moves.append(Move(topic, partition, tuple(replicas)))
-    return moves
-
-
-def check_no_duplicate_partitions(moves: list[Move]) -> None:
-    tps = [m.tp for m in moves]
-    duplicates = sorted({tp for tp in tps if tps.count(tp) > 1})
-    if duplicates:
-        listed = ",".join(tp_name(tp) for tp in duplicates)
-        raise UsageError(f"Partition reassignment contains duplicate topic partitions: {listed}")
-
-
-def check_for_execute(moves: list[Move]) -> None:
-    """Kafka's parseExecuteAssignmentArgs."""
-    if not moves:
-        raise UsageError("Partition reassignment list cannot be empty")
-    empty = [tp_name(m.tp) for m in moves if not m.replicas]
-    if empty:
-        raise UsageError(f"Partition replica list cannot be empty: {','.join(empty)}")
-    check_no_duplicate_partitions(moves)
-    repeated = []
-    for m in moves:
-        twice = sorted({r for r in m.replicas if m.replicas.count(r) > 1})
-        if twice:
-            repeated.append(f"{tp_name(m.tp)} contains multiple entries for {_ids(twice)}")
-    if repeated:
-        raise UsageError(f"Partition replica lists may not contain duplicate entries: {'. '.join(repeated)}")
-
-
-def parse_topics_to_move(text: str, where: str = "--topics-to-move-json-file") -> list[str]:
-    topics = []
-    for i, item in enumerate(_entries(load_versioned_json(text, where), "topics", where)):
-        topic = item.get("topic")
-        if not isinstance(topic, str) or not topic:
-            raise UsageError(f'{where}: topics[{i}]: "topic" must be a topic name, got {json.dumps(topic)}')
-        topics.append(topic)
-    if not topics:
-        raise UsageError(f'{where}: no topics to move (the format: {{"version":1,"topics":[{{"topic":"foo"}}]}})')
-    duplicates = sorted({t for t in topics if topics.count(t) > 1})
-    if duplicates:
-        raise UsageError(f"List of topics to reassign contains duplicate entries: {_java_list(duplicates)}")
-    return topics
-
-
-def parse_broker_list(text: str) -> list[int]:
-    brokers = []
-    for part in text.split(","):
-        try:
-            brokers.append(int(part.strip()))
-        except ValueError:
-            raise UsageError(f"--broker-list: {part.strip()!r} is not a broker id") from None
-    duplicates = sorted({b for b in brokers if brokers.count(b) > 1})
-    if duplicates:
-        raise UsageError(f"Broker list contains duplicate entries: {_java_list(duplicates)}")
-    return brokers
-
-
-# -- output ------------------------------------------------------------------------------------------------------
-
-
-def reassignment_json(assignment: dict[TopicPartition, list[int]]) -> str:
-    """Kafka's formatAsReassignmentJson: compact, partitions sorted by topic then index."""
-    partitions = [
-        {"topic": t, "partition": p, "replicas": list(r), "log_dirs": [ANY_LOG_DIR] * len(r)}
-        for (t, p), r in sorted(assignment.items())
-    ]
-    return json.dumps({"version": 1, "partitions": partitions}, separators=(",", ":"))
-
-
-def list_text(reassignments: dict[TopicPartition, PartitionReassignment]) -> str:
-    lines = []
-    for tp, r in sorted(reassignments.items()):
-        line = f"{tp_name(tp)}: replicas: {_ids(r.replicas)}."
-        line += f" adding: {_ids(r.adding_replicas)}." if r.adding_replicas else ""
-        line += f" removing: {_ids(r.removing_replicas)}." if r.removing_replicas else ""
-        lines.append(line)
-    return "Current partition reassignments:\n" + "\n".join(lines) if lines else "No partition reassignments found."
-
-
-@dataclass(frozen=True)
-class Progress:
-    """How far a replica being added has got: its size beside the leader's, or why that is not known."""
-
-    broker: int
-    size: int | None = None
-    leader_size: int | None = None
-    why: str = ""
-
-    def text(self) -> str:
-        if self.size is None or self.leader_size is None:
-            return f"  adding replica {self.broker}: progress unknown ({self.why})"
-        pct = 100.0 if self.leader_size <= 0 else min(100.0, 100.0 * self.size / self.leader_size)
-        return f"  adding replica {self.broker}: {self.size} of {self.leader_size} bytes ({pct:.0f}%)"
-
-
-@dataclass(frozen=True)
-class PartitionState:
-    """Kafka's PartitionReassignmentState, with the progress of the replicas being added."""
-
-    tp: TopicPartition
-    current: tuple[int, ...]
-    target: tuple[int, ...]
-    done: bool
-    progress: tuple[Progress, ...] = ()
-
-
-def status_text(states: list[PartitionState]) -> str:
-    lines = ["Status of partition reassignment:"]
-    for s in sorted(states, key=lambda s: s.tp):
-        if not s.done:
-            lines.append(f"Reassignment of partition {tp_name(s.tp)} is still in progress.")
-            lines.extend(p.text() for p in s.progress)
-        elif s.current == s.target:
-            lines.append(f"Reassignment of partition {tp_name(s.tp)} is completed.")
-        else:
-            lines.append(
-                f"There is no active reassignment of partition {tp_name(s.tp)}, but replica set is "
-                f"{_ids(s.current)} rather than {_ids(s.target)}."
-            )
-    return "\n".join(lines)
-
-
-def wait_text(states: list[PartitionState], width: int = 30) -> str:
-    """--wait's line: a bar, the partitions done, and the bytes copied (when every size is known)."""
-    done, n = sum(1 for s in states if s.done), len(states)
-    progress = [p for s in states if not s.done for p in s.progress]
-    known = all(p.size is not None and p.leader_size is not None for p in progress)
-    copied = sum(min(p.size or 0, p.leader_size or 0) for p in progress)
-    total = sum(p.leader_size or 0 for p in progress)
-    fraction = (done + (copied / total if known and total else 0) * (n - done)) / n if n else 1.0
-    line = f"[{'#' * int(fraction * width):-<{width}}] {fraction * 100:3.0f}%  {done}/{n} partitions done"
-    if progress:
-        line += f", {copied} of {total} bytes copied" if known else ", bytes copied unknown"
-    return line
-
-
 # -- the cluster's state -----------------------------------------------------------------------------------------
 
 
@@ -349,7 +158,7 @@ async def _live_brokers(admin: AdminClient) -> dict[int, tuple[str | None, Endpo
 def _check_brokers(brokers: set[int], live: dict[int, Any]) -> None:
     unknown = sorted(brokers - set(live))
     if unknown:
-        raise UsageError(f"Unknown broker {_plural(len(unknown), 'id')} {_ids(unknown)}")
+        raise UsageError(f"Unknown broker {plural(len(unknown), 'id')} {ids_text(unknown)}")
 
 
 async def _replica_sizes(endpoint: Endpoint | None, wanted: list[tuple[bytes, int]]) -> dict[Any, int] | str:
@@ -475,12 +284,12 @@ async def clear_throttles(admin: AdminClient, moves: list[Move], live: set[int])
     """Kafka's clearAllThrottles: DELETE the rates on every live broker and every broker of the file, and the
     throttled replicas of the file's topics (those that exist)."""
     brokers = sorted(live | {b for m in moves for b in m.replicas})
-    print(f"Clearing broker-level throttles on {_plural(len(brokers), 'broker')} {_ids(brokers)}")
+    print(f"Clearing broker-level throttles on {plural(len(brokers), 'broker')} {ids_text(brokers)}")
     ops = tuple(AlterableConfig(n, AlterConfigOp.DELETE) for n in BROKER_THROTTLES)
     resources = [AlterConfigsResource(ConfigResourceType.BROKER, str(b), ops) for b in brokers]
     await _alter_configs(admin, resources, "clearing broker-level throttles")
     topics = sorted({m.topic for m in moves})
-    print(f"Clearing topic-level throttles on {_plural(len(topics), 'topic')} {','.join(topics)}")
+    print(f"Clearing topic-level throttles on {plural(len(topics), 'topic')} {','.join(topics)}")
     existing = await _describe(admin, set(topics))
     ops = tuple(AlterableConfig(n, AlterConfigOp.DELETE) for n in TOPIC_THROTTLES)
     resources = [AlterConfigsResource(ConfigResourceType.TOPIC, t, ops) for t in topics if t in existing]
@@ -558,7 +367,7 @@ async def execute(admin: AdminClient, args: argparse.Namespace) -> int:
     if errors:
         raise CommandFailed("Error reassigning partition(s):\n" + "\n".join(errors))
     names = ",".join(tp_name(tp) for tp in sorted(proposed))
-    print(f"Successfully started partition {_plural(len(proposed), 'reassignment')} for {names}")
+    print(f"Successfully started partition {plural(len(proposed), 'reassignment')} for {names}")
     return 0
 
 
@@ -608,10 +417,10 @@ async def cancel(admin: AdminClient, args: argparse.Namespace) -> int:
         errors = [f"{tp_name(tp)}: {e.message or e.code.name}" for tp, e in sorted(results.items()) if e.failed]
         if errors:
             raise CommandFailed(
-                f"Error cancelling partition {_plural(len(errors), 'reassignment')} for:\n" + "\n".join(errors)
+                f"Error cancelling partition {plural(len(errors), 'reassignment')} for:\n" + "\n".join(errors)
             )
         names = ",".join(tp_name(tp) for tp in moving)
-        print(f"Successfully cancelled partition {_plural(len(moving), 'reassignment')} for: {names}")
+        print(f"Successfully cancelled partition {plural(len(moving), 'reassignment')} for: {names}")
     else:
         print("None of the specified partition reassignments are active.")
     if not args.preserve_throttles:
