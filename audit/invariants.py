@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from audit import history
+from audit import history, reassignments
 from audit.record_checks import (
     COLUMNS,
     FINDINGS,
@@ -158,6 +158,14 @@ TOPIC_ROWS = [
 ]  # fmt: skip
 
 
+WALK_INPUT = list(dict.fromkeys([*history.INPUT, *reassignments.INPUT]))
+
+
+def _walk_findings(rows: pa.Table) -> pa.Table:
+    """The findings of both walks of each partition in log order (the partition rules, the reassignments')."""
+    return pa.concat_tables([history.findings(rows), reassignments.findings(rows)])
+
+
 def _topic_findings(rows: pa.Table) -> pa.Table:
     """remove_of_existing_topic and config_of_existing_topic over topic events and ConfigRecords together."""
     kind = rows.column("record_type")
@@ -254,10 +262,10 @@ def check_all(rows: DataFrame, state: State, as_of_offset: int | None = None) ->
     )
     if late is not None:
         found.append(late)
-    # each partition walked in log order (audit.history): all the rows, in one task
-    walked = r.where(F.col("record_type").isin(*PARTITION_TYPES, *history.TOPIC_EVENT_TYPES)).select(*history.INPUT)
+    # each partition walked in log order (audit.history, audit.reassignments): all the rows, in one task
+    walked = r.where(F.col("record_type").isin(*PARTITION_TYPES, *history.TOPIC_EVENT_TYPES)).select(*WALK_INPUT)
     found.append(
-        walked.coalesce(1).mapInArrow(over_partition(history.findings), from_arrow_schema(FINDINGS)).select(*COLUMNS)
+        walked.coalesce(1).mapInArrow(over_partition(_walk_findings), from_arrow_schema(FINDINGS)).select(*COLUMNS)
     )
     # topic removals and topics' configs, along the topic events
     topic_rows = r.where(F.col("record_type").isin("ConfigRecord", *history.TOPIC_EVENT_TYPES)).select(*TOPIC_ROWS)

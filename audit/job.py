@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-from audit import history, tables
+from audit import history, reassignments, tables
 from audit.invariants import suspects_findings
 from audit.record_checks import over_partition
 from audit.records import read_records, read_summary, records_of, write_tables
@@ -45,6 +46,10 @@ class AuditResult:
             f"topics {self.tables['topics']:,}, partitions {self.tables['partitions']:,}, brokers "
             f"{self.tables['brokers']:,} ({s['fenced_brokers']} fenced), configs {self.tables['configs']:,}",
         ]
+        moves = s.get("reassignments")
+        if moves:
+            counted = ", ".join(f"{n} {outcome}" for outcome, n in moves.items())
+            lines.append(f"reassignments {sum(moves.values()):,}: {counted}")
         if self.violations:
             lines.append("violations: " + ", ".join(f"{k} {v}" for k, v in sorted(self.violations.items())))
         else:
@@ -66,6 +71,7 @@ OUTPUT_TABLES = (
     "configs_in_use",
     "broker_events",
     "offline_partitions",
+    "reassignments",
     "violations",
 )
 
@@ -126,29 +132,55 @@ def analytics(rows: DataFrame, state: State, as_of_offset: int | None = None) ->
     }
 
 
+def _walked(r: DataFrame) -> DataFrame:
+    """The partition rows and topic events the walks take (:mod:`audit.history`, :mod:`audit.reassignments`)."""
+    columns = list(dict.fromkeys([*history.INPUT, *reassignments.INPUT]))
+    return r.where(F.col("record_type").isin(*history.PARTITION_TYPES, *history.TOPIC_EVENT_TYPES)).select(*columns)
+
+
+def _end_ms(r: DataFrame) -> int | None:
+    last = r.agg(F.max("append_time")).first()[0]
+    return None if last is None else int(last.timestamp() * 1000)
+
+
 def leadership(rows: DataFrame, as_of_offset: int | None = None) -> dict[str, DataFrame]:
-    """The leadership timeline per broker and the partitions' offline intervals of any rows: the leadership changes
-    walked from all the partition rows in one task (:mod:`audit.history`), then the job's own functions
-    (:func:`audit.tables.broker_events`, :func:`audit.tables.offline_partitions`) on the driver."""
+    """The leadership timeline per broker, the partitions' offline intervals and the reassignments of any rows: the
+    leadership changes walked from all the partition rows in one task (:mod:`audit.history`), then the job's own
+    functions (:func:`audit.tables.broker_events`, :func:`audit.tables.offline_partitions`) on the driver; the
+    reassignments likewise (:func:`reassignments_of`)."""
     r = records_as_of(rows, as_of_offset)
-    walked = r.where(F.col("record_type").isin(*history.PARTITION_TYPES, *history.TOPIC_EVENT_TYPES))
     schema = from_arrow_schema(history.CHANGES)
     as_spark = to_arrow_schema(schema, timezone="UTC")  # (Spark takes microseconds)
     changes = (
-        walked.select(*history.INPUT)
+        _walked(r)
         .coalesce(1)
         .mapInArrow(over_partition(lambda t: history.changes(t).cast(as_spark)), schema)
         .toArrow()
         .cast(history.CHANGES)
     )
     brokers = r.where(F.col("record_type").isin(*tables.BROKER_TYPES)).select(*tables.BROKER_EVENT_INPUT).toArrow()
-    last = r.agg(F.max("append_time")).first()[0]
-    end_ms = None if last is None else int(last.timestamp() * 1000)
+    end_ms = _end_ms(r)
     spark = rows.sparkSession
     return {
         "broker_events": spark.createDataFrame(tables.broker_events(brokers, changes)),
         "offline_partitions": spark.createDataFrame(tables.offline_partitions(changes, end_ms)),
+        "reassignments": spark.createDataFrame(reassignments_of(r, end_ms)),
     }
+
+
+def reassignments_of(r: DataFrame, end_ms: int | None) -> pa.Table:
+    """The reassignments of decoded rows (:func:`audit.replay.records_as_of`): the partition rows walked in one task
+    (:mod:`audit.reassignments`), the table made on the driver (the job's function, as it does)."""
+    schema = from_arrow_schema(reassignments.MOVES)
+    as_spark = to_arrow_schema(schema, timezone="UTC")
+    moves = (
+        _walked(r)
+        .coalesce(1)
+        .mapInArrow(over_partition(lambda t: reassignments.moves(t).cast(as_spark)), schema)
+        .toArrow()
+        .cast(reassignments.MOVES)
+    )
+    return reassignments.table(moves, end_ms)
 
 
 def run_audit(
@@ -181,6 +213,7 @@ def run_audit(
     found = tables.analytics(state["partitions"], state["brokers"], state["configs"]) | {
         "broker_events": tables.broker_events(broker_rows, changes),
         "offline_partitions": tables.offline_partitions(changes, written.last_time),
+        "reassignments": reassignments.table(read_summary(out, "reassignment_moves"), written.last_time),
     }
     for name, table in found.items():
         shutil.rmtree(out / name, ignore_errors=True)
@@ -216,6 +249,7 @@ def run_audit(
                 "max_ms": pc.max(offline.column("max_ms")).as_py() or 0,
                 "at_end": pc.sum(pc.cast(offline.column("offline_at_end"), "int64")).as_py() or 0,
             },
+            "reassignments": reassignments.outcomes(found["reassignments"]),
             "as_of_offset": as_of_offset,
             "log_dir": str(log_dir),
         },

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StringType, StructField, StructType
 
-from audit import history, tables
+from audit import history, reassignments, tables
 from audit.decode import FileRange, arrow_schema, spark_schema
 from audit.fold import INPUT as FOLD_INPUT
 from audit.fold import STATE, buckets_of, fold_range, merge_deltas, topic_spans
@@ -87,7 +87,8 @@ def _batch_summary(batch: pa.RecordBatch) -> pa.Table:
 
 
 PARTITION_TYPES = ("PartitionRecord", "PartitionChangeRecord")
-PARTITION_INPUT = list(dict.fromkeys([*FOLD_INPUT, *CHECK_INPUT, *history.INPUT]))
+WALK_INPUT = list(dict.fromkeys([*history.INPUT, *reassignments.INPUT]))  # the merge job's walks
+PARTITION_INPUT = list(dict.fromkeys([*FOLD_INPUT, *CHECK_INPUT, *WALK_INPUT]))
 BATCHES = pa.schema(  # a row per log batch
     [
         ("file", pa.string()),
@@ -99,7 +100,14 @@ BATCHES = pa.schema(  # a row per log batch
         ("crc_valid", pa.bool_()),
     ]
 )
-SUMMARIES = ("batches", "orphan_suspects", "broker_mentions", "broker_registrations", "leader_changes")
+SUMMARIES = (
+    "batches",
+    "orphan_suspects",
+    "broker_mentions",
+    "broker_registrations",
+    "leader_changes",
+    "reassignment_moves",
+)
 TABLES = ("topics", "partitions", "brokers", "configs", "violations", "topics_per_minute")  # the state and checks
 BUCKETS = "by_topic"  # deltas, topic events, partition rows: a directory per bucket of topics; merged, then removed
 
@@ -193,7 +201,7 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buck
         found.append(findings(partitions))
         pq.write_table(mentions(partitions), Path(out) / "broker_mentions" / _part(index))
         by_topic["deltas"] = fold_range(partitions.select(FOLD_INPUT))
-        by_topic["rows"] = partitions.select([c for c in history.INPUT if c != "topic_name"])
+        by_topic["rows"] = partitions.select([c for c in WALK_INPUT if c != "topic_name"])
     _violations(found, out, f"records-{index:05d}", always=False)
     for name, table in by_topic.items():
         bucket = buckets_of(table.column("topic_id"), buckets)
@@ -205,8 +213,9 @@ def _write_range(index: int, r: FileRange, first_log_offset: int, out: str, buck
 def _merge_bucket(bucket: int, out: str) -> None:
     """One bucket of topics, from every range's deltas, topic events and partition rows: the live topics and
     their partitions (:mod:`audit.fold`, :mod:`audit.tables`), the checks of the topics' records (each partition's
-    walked in log order: :mod:`audit.history`) and final state, the leadership changes, and the topics whose
-    partition rows need checking against their lifetimes (:func:`audit.record_checks.orphan_suspects`)."""
+    walked in log order: :mod:`audit.history`, :mod:`audit.reassignments`) and final state, the leadership changes,
+    the reassignments, and the topics whose partition rows need checking against their lifetimes
+    (:func:`audit.record_checks.orphan_suspects`)."""
     directory = Path(out) / BUCKETS / f"{bucket:05d}"
     deltas, events, partition_rows = (
         [pq.read_table(f) for f in sorted(directory.glob(f"{name}-*.parquet"))] for name in ("deltas", "events", "rows")
@@ -215,10 +224,12 @@ def _merge_bucket(bucket: int, out: str) -> None:
     live = tables.topics(topic_events)
     created = topic_events.filter(pc.equal(topic_events.column("record_type"), "TopicRecord"))
     found = [reused_topic_ids(created)]
-    walked = pa.concat_tables([t.select(history.INPUT) for t in _history_input(topic_events, partition_rows)])
+    walked = pa.concat_tables(_history_input(topic_events, partition_rows))
     walk_found, leader_changes = history.walk(walked)
-    found.append(walk_found)
+    moves_found, moves = reassignments.walk(walked)
+    found += [walk_found, moves_found]
     pq.write_table(leader_changes, Path(out) / "leader_changes" / _part(bucket))
+    pq.write_table(moves, Path(out) / "reassignment_moves" / _part(bucket))
     if deltas:
         merged = pa.concat_tables(deltas)
         state = merge_deltas(merged)
@@ -234,9 +245,8 @@ def _merge_bucket(bucket: int, out: str) -> None:
 
 
 def _history_input(topic_events: pa.Table, partition_rows: list[pa.Table]) -> list[pa.Table]:
-    """Topic events and partition rows, each with every column of :data:`audit.history.INPUT` (nulls where it has
-    none)."""
-    schema = _schema_of(history.INPUT)
+    """Topic events and partition rows, each with every column of :data:`WALK_INPUT` (nulls where it has none)."""
+    schema = _schema_of(WALK_INPUT)
     out = []
     for t in (topic_events, *partition_rows):
         has = t.column_names
@@ -366,6 +376,7 @@ def read_summary(out: str | Path, name: str) -> pa.Table:
         "broker_mentions": MENTIONS,
         "broker_registrations": REGISTRATIONS,
         "leader_changes": history.CHANGES,
+        "reassignment_moves": reassignments.MOVES,
     }[name]
     return tables.read_table(Path(out) / name, schema)
 

@@ -69,6 +69,40 @@ def _offline_summary(offline: dict[str, int] | None) -> str:
     )
 
 
+def _listed(values: list[int] | None) -> str:
+    return "" if values is None else ",".join(map(str, values))
+
+
+def _reassignments(rows: list[dict[str, Any]], outcomes: dict[str, int] | None) -> str:
+    """The reassignments section: how many ended each way, then each one (newest first, as the table is)."""
+    if not outcomes:
+        return "<p>No partition was reassigned.</p>"
+    counted = ", ".join(f"{n:,} {html.escape(outcome)}" for outcome, n in outcomes.items())
+    shown = [
+        {
+            "partition": f"{r['topic_name']}-{r['partition_id']}",
+            "start": r["start_time"],
+            "start offset": r["start_offset"],
+            "end": r["end_time"],
+            "end offset": r["end_offset"],
+            "duration": None if r["duration_ms"] is None else _duration(r["duration_ms"]),
+            "original": _listed(r["original_replicas"]),
+            "target": _listed(r["target_replicas"]),
+            "final": _listed(r["final_replicas"]),
+            "adding": _listed(r["adding_replicas"]),
+            "removing": _listed(r["removing_replicas"]),
+            "outcome": r["outcome"] + (" (found in progress)" if r["found_in_progress"] else ""),
+            "new targets": r["target_changes"],
+            "leader changes": r["leader_changes"],
+        }
+        for r in rows
+    ]
+    return (
+        f"<p>{sum(outcomes.values()):,} reassignment(s): {counted}. The batches' times; one in progress counts up to "
+        "the log's last batch.</p>" + _table(shown)
+    )
+
+
 def write_report(out: Path, result: Any, tables: dict[str, list[dict[str, Any]]]) -> Path:
     charts = []
     per_minute = tables.get("topics_per_minute", [])
@@ -167,6 +201,7 @@ def write_report(out: Path, result: Any, tables: dict[str, list[dict[str, Any]]]
         "(the batch's time), with the leader changes in the same batch: leaderships it lost and gained, how many of "
         "those it lost went offline, and how many partitions it leads after.</p>" + _table(events),
         "<h2>Offline partitions</h2>" + _offline_summary(s.get("offline")) + _table(offline, 100),
+        "<h2>Reassignments</h2>" + _reassignments(tables.get("reassignments", []), s.get("reassignments")),
     ]
     page = (
         "<!doctype html><meta charset=utf-8><title>pykraft audit</title><style>body{font-family:sans-serif;"
