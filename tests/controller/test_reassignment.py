@@ -358,3 +358,26 @@ async def test_random_moves_cancels_isr_changes_and_fencing_keep_the_invariants(
     await settle()
     assert dict(standby.replication.partitions.items()) == dict(ctl.replication.partitions.items()), f"seed {seed}"
     assert standby.replication.reassignments.moving.committed() == ctl.replication.reassignments.moving.committed()
+
+
+async def test_a_cancel_racing_the_completion_either_finds_nothing_or_wins_cleanly(log: SharedLog) -> None:
+    """The event queue orders them. Completion first: the cancel is NO_REASSIGNMENT_IN_PROGRESS and writes nothing.
+    Cancel first: it drops the adding replica, which bumps the leader epoch, so the leader's AlterPartition computed
+    before is FENCED_LEADER_EPOCH and the partition keeps its original replicas."""
+    ctl, _, epochs = await active_cluster(log, FIVE, topics=[manual("a", (1, 2)), manual("b", (1, 2))])
+    for topic in ("a", "b"):
+        await reassign(ctl, topic, (0, (1, 3)))
+    a = (await partitions_of(ctl, "a"))[0]
+    reply = await ctl.alter_partition(1, epochs[1], [isr_change(ctl, "a", 0, a, (1, 2, 3), epochs)])
+    assert reply.partitions[0].error.code == Errors.NONE
+    first = len(log.entries)
+    assert (await reassign(ctl, "a", (0, None)))[0].code == Errors.NO_REASSIGNMENT_IN_PROGRESS
+    assert len(log.entries) == first
+    assert (await partitions_of(ctl, "a"))[0].replicas == (1, 3)
+
+    b = (await partitions_of(ctl, "b"))[0]
+    assert (await reassign(ctl, "b", (0, None)))[0].code == Errors.NONE
+    reply = await ctl.alter_partition(1, epochs[1], [isr_change(ctl, "b", 0, b, (1, 2, 3), epochs)])
+    assert reply.partitions[0].error.code == Errors.FENCED_LEADER_EPOCH
+    b = (await partitions_of(ctl, "b"))[0]
+    assert (b.replicas, b.isr, b.adding, b.removing) == ((1, 2), (1, 2), (), ())
