@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -162,3 +163,50 @@ async def _scenario(data_dir: Path, bootstrap: str) -> None:
             dynamic = (ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG)
             set_here = {c.name for c in result.configs if c.name in THROTTLE_CONFIGS and c.source in dynamic}
             assert not set_here, (result.resource_name, set_here, logs(data_dir)[-3000:])
+
+
+def test_a_move_waits_for_a_killed_destination_and_completes_when_it_returns(data_dir: Path) -> None:
+    """kill -9 of the broker a partition is moving to: the move waits (still listed, the new replica outside the
+    ISR), and completes once the broker is back — its replica starts empty again and copies the leader's log."""
+    bootstrap = state(data_dir)["bootstrap"]
+    broker = next(b for b in state(data_dir)["brokers"] if b["id"] == 103)
+    argv = Path(f"/proc/{broker['pid']}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+    restarted: subprocess.Popen[bytes] | None = None
+    try:
+        os.kill(broker["pid"], signal.SIGKILL)
+        asyncio.run(_destination_waits(bootstrap))
+        with (data_dir / "broker-103.log").open("ab") as out:
+            restarted = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        asyncio.run(_destination_returns(bootstrap))
+    finally:
+        if restarted is not None:
+            restarted.send_signal(signal.SIGTERM)
+            try:
+                restarted.wait(30)
+            except subprocess.TimeoutExpired:
+                restarted.kill()
+                restarted.wait()
+
+
+async def _destination_waits(bootstrap: str) -> None:
+    async with AdminClient(bootstrap, default_api_timeout_ms=30_000) as admin:
+        created = await admin.create_topics([NewTopic("to-103", replica_assignment={0: [101, 102]})])
+        created["to-103"].raise_for_error()
+        errors = await admin.alter_partition_reassignments({("to-103", 0): [101, 103]})
+        assert not errors[("to-103", 0)].failed, errors
+        await asyncio.sleep(3)
+        assert ("to-103", 0) in await admin.list_partition_reassignments()
+        [topic] = await admin.describe_topics(["to-103"])
+        [p] = topic.partitions
+        assert 103 not in p.isr and p.adding_replicas == [103] and p.removing_replicas == [102], p
+
+
+async def _destination_returns(bootstrap: str) -> None:
+    async with AdminClient(bootstrap, default_api_timeout_ms=30_000) as admin:
+        deadline = time.monotonic() + 60
+        while ("to-103", 0) in await admin.list_partition_reassignments():
+            assert time.monotonic() < deadline, "the move did not complete after broker 103 came back"
+            await asyncio.sleep(0.3)
+        [topic] = await admin.describe_topics(["to-103"])
+        [p] = topic.partitions
+        assert (p.replicas, sorted(p.isr), p.leader) == ([101, 103], [101, 103], 101), p
