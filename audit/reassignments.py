@@ -40,9 +40,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from audit.history import TOPIC_EVENT_TYPES
 from audit.record_checks import FINDINGS
 
-TOPIC_EVENT_TYPES = ("TopicRecord", "RemoveTopicRecord")
 INPUT = [
     "topic_id",
     "topic_name",

@@ -137,11 +137,7 @@ class LifecycleServicer:
             return out
 
         def summarize(response: pb.AlterPartitionResponse) -> dict[str, Any]:
-            results = [(t.topic_id, p.partition_index, p.error_code) for t in response.topics for p in t.partitions]
-            return {
-                "results": [f"{t}-{p}:{code}" for t, p, code in results[:20]],
-                "failed": sum(1 for *_, code in results if code),
-            }
+            return partition_results([(t.topic_id, p) for t in response.topics for p in t.partitions])
 
         return await self._serve(
             "AlterPartition",
@@ -374,3 +370,11 @@ class LifecycleServicer:
             resources=[f"{r.resource_type}:{r.resource_name}" for r in request.resources[:20]],
             include_synonyms=request.include_synonyms,
         )
+
+
+def partition_results(results: list[tuple[Any, Any]]) -> dict[str, Any]:
+    """A response's per-partition codes for its log line: (topic, partition message) pairs; the first 20 shown."""
+    return {
+        "results": [f"{t}-{p.partition_index}:{p.error_code}" for t, p in results[:20]],
+        "failed": sum(1 for _, p in results if p.error_code),
+    }

@@ -18,7 +18,7 @@ import grpc
 
 from controller.requests import ReassignablePartition, ReassignableTopic
 from pykraft.api import controller_pb2 as pb
-from pykraft.lifecycle_service import LifecycleServicer, RequestError
+from pykraft.lifecycle_service import LifecycleServicer, RequestError, partition_results
 from quorum.errors import Errors
 
 if TYPE_CHECKING:
@@ -63,11 +63,7 @@ class ReassignmentServicer:
             return out
 
         def summarize(response: pb.AlterPartitionReassignmentsResponse) -> dict[str, Any]:
-            results = [(t.name, p.partition_index, p.error_code) for t in response.responses for p in t.partitions]
-            return {
-                "results": [f"{t}-{p}:{code}" for t, p, code in results[:20]],
-                "failed": sum(1 for *_, code in results if code),
-            }
+            return partition_results([(t.name, p) for t in response.responses for p in t.partitions])
 
         return await self._serve(
             "AlterPartitionReassignments",
