@@ -133,6 +133,10 @@ class BrokerInfo:
     listeners: list[tuple[str, str, int]]
     last_heartbeat_age_ms: int
 
+    def endpoint(self, listener_name: str = "PLAINTEXT") -> tuple[str, int] | None:
+        """(host, port) of the named listener, or None when the broker registered none by that name."""
+        return next(((host, port) for name, host, port in self.listeners if name == listener_name), None)
+
 
 @dataclass(frozen=True)
 class ClusterDescription:

@@ -150,8 +150,7 @@ async def _live_brokers(admin: AdminClient) -> dict[int, tuple[str | None, Endpo
     live = {}
     for b in (await admin.describe_cluster()).brokers:
         if not b.fenced:
-            endpoints = [(host, port) for name, host, port in b.listeners if name == "PLAINTEXT"]
-            live[b.broker_id] = (b.rack, endpoints[0] if endpoints else None)
+            live[b.broker_id] = (b.rack, b.endpoint())
     return live
 
 

@@ -63,6 +63,11 @@ def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+def grpc_target(host: str, port: int) -> str:
+    """gRPC's address form: an IPv6 host in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def _error(code: int) -> Errors:
     return Errors(code) if code in Errors._value2member_map_ else Errors.UNKNOWN_SERVER_ERROR
 
@@ -95,8 +100,7 @@ def partitions_of(topics: Iterable[TopicDescription]) -> list[PartitionMetadata]
 def brokers_of(cluster: ClusterDescription, listener_name: str = "PLAINTEXT") -> dict[int, BrokerState]:
     out = {}
     for b in cluster.brokers:
-        endpoint = next(((h, port) for name, h, port in b.listeners if name == listener_name), None)
-        out[b.broker_id] = BrokerState(b.broker_epoch, b.fenced, b.in_controlled_shutdown, endpoint)
+        out[b.broker_id] = BrokerState(b.broker_epoch, b.fenced, b.in_controlled_shutdown, b.endpoint(listener_name))
     return out
 
 
@@ -159,8 +163,7 @@ async def describe_replicas(
     """Ask the broker whose fetch listener is ``endpoint`` (its PLAINTEXT listener in describe_cluster) for the
     replicas it holds (all, or those of ``partitions`` it holds: ``(topic id, partition)``): sizes, offsets, state.
     Raises :class:`AdminError` (BROKER_NOT_AVAILABLE, or REQUEST_TIMED_OUT) when it cannot be asked."""
-    host, port = endpoint
-    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    target = grpc_target(*endpoint)
     request = pb.DescribeReplicasRequest()
     for topic_id, index in partitions or ():
         request.partitions.add(topic_id=bytes(topic_id), partition=index)
@@ -233,8 +236,7 @@ class DataPlane:
         its control plane only, and followers of its partitions cannot fetch."""
         server = grpc.aio.server(options=SERVER_OPTIONS)
         pb_grpc.add_ReplicaFetchServicer_to_server(FetchService(self.manager), server)
-        host, port = self.listener
-        bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        bind = grpc_target(*self.listener)
         try:
             bound = server.add_insecure_port(bind)
         except RuntimeError:
@@ -406,9 +408,7 @@ class DataPlane:
     def _channel(self, endpoint: tuple[str, int]) -> grpc.aio.Channel:
         ch = self._channels.get(endpoint)
         if ch is None:
-            host, port = endpoint
-            target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-            ch = self._channels[endpoint] = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+            ch = self._channels[endpoint] = grpc.aio.insecure_channel(grpc_target(*endpoint), options=CHANNEL_OPTIONS)
         return ch
 
     async def _fetch_from(self, leader_id: int) -> None:

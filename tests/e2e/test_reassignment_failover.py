@@ -62,7 +62,8 @@ async def replica_sizes(admin: AdminClient) -> dict[tuple[int, int], int]:
     cluster = await admin.describe_cluster()
     out = {}
     for b in cluster.brokers:
-        endpoint = next((h, p) for name, h, p in b.listeners if name == "PLAINTEXT")
+        endpoint = b.endpoint()
+        assert endpoint is not None, b
         for r in await describe_replicas(endpoint):
             if r.topic == TOPIC:
                 out[(b.broker_id, r.partition)] = r.size_bytes
