@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from pykraft import gc_pauses
-from pykraft.metrics import GcCollector
+from pykraft.metrics import GcCollector, single_samples
 from pykraft.replica.manager import ReplicaManager, under_replicated
 from pykraft.replica.partition import MESSAGE_BYTES
 from pykraft.replica.throttle import TokenBucket
@@ -45,15 +45,7 @@ class BrokerCollector(Collector):
         partitions = list(m.partitions.values())  # a copy: the event loop may change the dict meanwhile
         led = [p for p in partitions if p.is_leader]
 
-        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-            g = GaugeMetricFamily(name, doc, labels=labels)
-            g.add_metric(bid, value)
-            return g
-
-        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-            c = CounterMetricFamily(name, doc, labels=labels)
-            c.add_metric(bid, value)
-            return c
+        gauge, counter = single_samples(labels, bid)
 
         def by_side(
             family: GaugeMetricFamily | CounterMetricFamily, values: dict[str, float]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -17,6 +17,25 @@ from quorum.raft.runtime import RaftNode
 ROLES = ("Unattached", "Voted", "Prospective", "Candidate", "Leader", "Follower", "Resigned")
 
 
+Sample = Callable[[str, str, float], GaugeMetricFamily | CounterMetricFamily]
+
+
+def single_samples(labels: list[str], values: list[str]) -> tuple[Sample, Sample]:
+    """Makers of one-sample gauge and counter families, every sample carrying the same labels."""
+
+    def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+        g = GaugeMetricFamily(name, doc, labels=labels)
+        g.add_metric(values, value)
+        return g
+
+    def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+        c = CounterMetricFamily(name, doc, labels=labels)
+        c.add_metric(values, value)
+        return c
+
+    return gauge, counter
+
+
 class RaftCollector(Collector):
     def __init__(self, node: RaftNode) -> None:
         self.node = node
@@ -28,15 +47,7 @@ class RaftCollector(Collector):
         labels = ["node_id"]
         nid = [str(self.node.node_id)]
 
-        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-            g = GaugeMetricFamily(name, doc, labels=labels)
-            g.add_metric(nid, value)
-            return g
-
-        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-            c = CounterMetricFamily(name, doc, labels=labels)
-            c.add_metric(nid, value)
-            return c
+        gauge, counter = single_samples(labels, nid)
 
         yield gauge("kafka_raft_current_leader", "Id of the current leader, -1 if unknown", core.leader_id)
         yield gauge("kafka_raft_current_epoch", "Current epoch", core.epoch)
