@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from quorum.log.batch import Record, RecordBatch, build_batch
+from quorum.log.snapshots import SnapshotId
 
 
 class CommittedBatch:
@@ -45,6 +46,11 @@ class CommittedBatch:
     def is_control(self) -> bool:
         return self._batch.is_control
 
+    @property
+    def size_bytes(self) -> int:
+        """The batch's size in the log (what ``metadata.log.max.record.bytes.between.snapshots`` counts)."""
+        return self._batch.size
+
     def _parsed(self) -> list[Record]:
         if self._records is None:
             self._records = self._batch.records()
@@ -71,8 +77,49 @@ class LeaderAndEpoch:
     epoch: int
 
 
+class SnapshotReader(Protocol):
+    """A frozen snapshot, as handed to a listener to load (Kafka's ``SnapshotReader``)."""
+
+    @property
+    def snapshot_id(self) -> SnapshotId: ...
+
+    @property
+    def last_contained_log_timestamp(self) -> int: ...
+
+    def batches(self) -> Iterator[CommittedBatch]:
+        """The data batches in order (the header and footer control batches left out), offsets within the
+        snapshot. Raises if the file turns out damaged while read."""
+        ...
+
+
+class SnapshotWriter(Protocol):
+    """A snapshot being written by its listener (Kafka's ``SnapshotWriter``). Nothing is visible until
+    :meth:`freeze` returns; :meth:`abort` (or a failed freeze) leaves no trace."""
+
+    @property
+    def snapshot_id(self) -> SnapshotId: ...
+
+    def append(self, records: Sequence[bytes]) -> None:
+        """Framed metadata records, in order; batched as the writer sees fit."""
+        ...
+
+    async def freeze(self) -> int:
+        """Write the footer, make the file durable under its final name (fsync, rename, directory fsync — off the
+        event loop) and register it with the log; the snapshot's size in bytes. Raises OSError (e.g. disk full)
+        after removing the partial file."""
+        ...
+
+    def abort(self) -> None: ...
+
+
 class RaftListener(Protocol):
     def handle_commit(self, batch: CommittedBatch) -> None: ...
+
+    def handle_load_snapshot(self, reader: SnapshotReader) -> None:
+        """Replace all state with the snapshot's. Called before any batch after it is delivered: at start when a
+        snapshot exists, and when this node installs one fetched from the leader (its state is then behind the
+        leader's log start)."""
+        ...
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None: ...
 
@@ -104,3 +151,11 @@ class RaftClient(Protocol):
     def register(self, listener: RaftListener) -> None: ...
 
     def resign(self, epoch: int) -> None: ...
+
+    def latest_snapshot_id(self) -> SnapshotId | None: ...
+
+    def create_snapshot(self, snapshot_id: SnapshotId, last_contained_log_timestamp: int) -> SnapshotWriter | None:
+        """A writer for a snapshot of the state through ``snapshot_id.end_offset - 1``, which must be committed
+        and end a batch of epoch ``snapshot_id.epoch`` (ValueError otherwise); None if that snapshot (or a later
+        one) exists already."""
+        ...
