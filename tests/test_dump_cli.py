@@ -25,8 +25,6 @@ from controller.records import (
     ConfigRecord,
     FeatureLevelRecord,
     PartitionRecord,
-    SnapshotFooterRecord,
-    SnapshotHeaderRecord,
     TopicRecord,
     Uuid,
     serialize,
@@ -34,8 +32,8 @@ from controller.records import (
 from pykraft import demo
 from pykraft.cli import main
 from quorum.log.batch import CRC_START, build_batch
-from quorum.log.control import encode_control
 from quorum.log.log import METADATA_PARTITION_DIR, PREALLOCATE_CHUNK, LogConfig, MetadataLog
+from quorum.log.snapshots import SnapshotFileWriter, SnapshotId
 
 REPO = Path(__file__).resolve().parent.parent
 SEGMENT = "00000000000000000000.log"
@@ -200,11 +198,10 @@ def segment_copy(demo_dir: Path, tmp_path: Path) -> Path:
 
 
 def make_snapshot(directory: Path, end_offset: int, epoch: int) -> tuple[Path, Uuid]:
-    """A snapshot as RecordsSnapshotWriter lays it out (docs/snapshots.md): a control batch with the header, data
-    batches, a control batch with the footer, offsets restarting at 0."""
+    """A snapshot written by SnapshotFileWriter as Kafka's RecordsSnapshotWriter lays it out (docs/snapshots.md): a
+    control batch with the header, data batches, a control batch with the footer, offsets restarting at 0."""
     ts = 1_700_000_000_000
     topic_id = Uuid.from_int(0xAB)
-    header = SnapshotHeaderRecord(version=0, last_contained_log_timestamp=ts - 5)
     data1 = [
         FeatureLevelRecord(name="metadata.version", feature_level=demo.METADATA_VERSION_4_0_IV0),
         TopicRecord(name="snap", topic_id=topic_id),
@@ -215,17 +212,12 @@ def make_snapshot(directory: Path, end_offset: int, epoch: int) -> tuple[Path, U
         ),
         ConfigRecord(resource_type=demo.TOPIC_RESOURCE, resource_name="snap", name="cleanup.policy", value="compact"),
     ]
-    batches = [
-        build_batch([encode_control(header)], base_offset=0, epoch=epoch, timestamp=ts, control=True),
-        build_batch([(None, serialize(r)) for r in data1], base_offset=1, epoch=epoch, timestamp=ts),
-        build_batch([(None, serialize(r)) for r in data2], base_offset=3, epoch=epoch, timestamp=ts),
-        build_batch([encode_control(SnapshotFooterRecord(version=0))], base_offset=5, epoch=epoch, timestamp=ts,
-                    control=True),
-    ]  # fmt: skip
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{end_offset:020d}-{epoch:010d}.checkpoint"
-    path.write_bytes(b"".join(batches))
-    return path, topic_id
+    # 200 bytes a batch: data1 fills one (123 bytes), data2 the next, so the dump shows two data batches.
+    writer = SnapshotFileWriter(directory, SnapshotId(end_offset, epoch), ts - 5, max_batch_bytes=200, timestamp_ms=ts)
+    writer.append([serialize(r) for r in data1 + data2])
+    writer.freeze()
+    return directory / f"{end_offset:020d}-{epoch:010d}.checkpoint", topic_id
 
 
 # -- a log written by `pykraft demo` ---------------------------------------------------------------------------

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quorum.log.batch import LOG_OVERHEAD, CorruptBatchError, RecordBatch, read_batch
-
-SNAPSHOT_SUFFIX = ".checkpoint"
+from quorum.log.snapshots import SNAPSHOT_SUFFIX, SnapshotId
 
 
 @dataclass(frozen=True)
@@ -52,12 +51,10 @@ def is_snapshot(path: Path) -> bool:
 
 
 def parse_snapshot_name(path: Path) -> tuple[int, int] | None:
-    """``(end offset, epoch)`` from ``%020d-%010d.checkpoint``, or None for another name."""
-    stem = path.name[: -len(SNAPSHOT_SUFFIX)] if is_snapshot(path) else ""
-    offset, _, epoch = stem.partition("-")
-    if len(offset) == 20 and len(epoch) == 10 and offset.isdigit() and epoch.isdigit():
-        return int(offset), int(epoch)
-    return None
+    """``(end offset, epoch)`` from ``%020d-%010d.checkpoint``, or None for another name (the tools' tuple form of
+    :meth:`SnapshotId.parse`)."""
+    snapshot_id = SnapshotId.parse(path)
+    return None if snapshot_id is None else (snapshot_id.end_offset, snapshot_id.epoch)
 
 
 def all_zero(mm: mmap.mmap, pos: int, chunk: int = 1 << 20) -> bool:

@@ -1,13 +1,51 @@
 """Metadata snapshots: ``<end offset %020d>-<epoch %010d>.checkpoint`` files in ``__cluster_metadata-0/``, in
-Kafka's layout (see ``docs/snapshots.md``)."""
+Kafka's layout (see ``docs/snapshots.md``).
+
+A snapshot is a sequence of RecordBatches whose offsets restart at 0 and whose batches all carry the snapshot's
+epoch: a control batch with a SnapshotHeaderRecord, data batches, a control batch with a SnapshotFooterRecord
+(Kafka's ``RecordsSnapshotWriter``). It is written (or fetched from the leader) into ``<id>.checkpoint.part`` and
+renamed into place once whole and on disk, so a ``.checkpoint`` is never partial. The writer and installer block
+on disk I/O: callers run them off the event loop.
+"""
 
 from __future__ import annotations
 
+import errno
+import mmap
+import os
+import struct
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO, Self
+
+# batch.py's table of zig-zag varints and its batch sealing (header + CRC), shared by this faster record encoder.
+from quorum.log.batch import (
+    _ZIGZAG,
+    HEADER_SIZE,
+    MAX_BATCH_SIZE,
+    CorruptBatchError,
+    RecordBatch,
+    _finish,
+    build_batch,
+    read_batch,
+)
+from quorum.log.control import ControlType, SnapshotFooterRecord, SnapshotHeaderRecord, decode_control, encode_control
+from quorum.log.files import fsync_dir, naming
+from quorum.log.message import ApiMessage
+from quorum.log.varint import varint
 
 SNAPSHOT_SUFFIX = ".checkpoint"
 PART_SUFFIX = ".checkpoint.part"  # a snapshot being written or fetched; never read as a snapshot
+
+# Kafka >= 3.9 (kraft.version 1) puts these after the SnapshotHeaderRecord in the header batch; they are valid there.
+_HEADER_EXTRAS = frozenset({ControlType.KRAFT_VERSION, ControlType.KRAFT_VOTERS})
+_TYPE_NAMES = {t.value: t.name for t in ControlType}
+_FLUSH_BYTES = 1 << 20  # write buffer: one syscall per MiB, whatever the batch size
+_MAX_VALUE = MAX_BATCH_SIZE - HEADER_SIZE - 32  # one record alone must still fit the batch size Kafka reads
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -35,3 +73,387 @@ class SnapshotId:
 
     def __str__(self) -> str:
         return f"{self.end_offset}-{self.epoch}"
+
+
+class CorruptSnapshotError(Exception):
+    """A snapshot file that breaks the layout: which file, which byte (the start of the offending batch, or the
+    end of the file when something is missing) and what is wrong."""
+
+    def __init__(self, path: str | Path, position: int, reason: str) -> None:
+        self.path = str(path)
+        self.position = position
+        self.reason = reason
+        super().__init__(f"{self.path}: corrupt snapshot at byte {position}: {reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotInfo:
+    """What a full validation found."""
+
+    snapshot_id: SnapshotId
+    size: int
+    last_contained_log_timestamp: int
+    data_batches: int
+    data_records: int
+
+
+class _PartFile:
+    """A ``.part`` file that is renamed to its ``.checkpoint`` name once complete and durable, or removed."""
+
+    def __init__(self, directory: Path, snapshot_id: SnapshotId) -> None:
+        self.directory = Path(directory)
+        self.snapshot_id = snapshot_id
+        self.path = self.directory / (snapshot_id.file_name[: -len(SNAPSHOT_SUFFIX)] + PART_SUFFIX)
+        self.final_path = self.directory / snapshot_id.file_name
+        if self.final_path.exists():  # a snapshot is immutable; Kafka refuses to create one twice as well
+            raise FileExistsError(errno.EEXIST, "snapshot already exists", str(self.final_path))
+        # O_TRUNC: a stale .part of the same id is a crashed attempt, never something to append to.
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._state = "open"
+
+    def _check_open(self) -> None:
+        if self._state != "open":
+            raise RuntimeError(f"snapshot {self.snapshot_id} is {self._state}")
+
+    def _write_all(self, data: bytes | bytearray) -> None:
+        with naming("write", self.path), memoryview(data) as view:
+            while view:
+                view = view[os.write(self._fd, view) :]
+
+    def _commit(self) -> Path:
+        with naming("fsync", self.path):
+            os.fsync(self._fd)
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+        os.replace(self.path, self.final_path)
+        self._state = "frozen"
+        fsync_dir(self.directory)
+        return self.final_path
+
+    def abort(self) -> None:
+        """Close and remove the ``.part`` file (nothing once frozen); safe to call more than once."""
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # the file is being thrown away; a failed close changes nothing
+        if self._state == "open":
+            self._state = "aborted"
+            self.path.unlink(missing_ok=True)
+
+    @contextmanager
+    def _aborting(self) -> Iterator[None]:
+        """A failure leaves no ``.part`` behind and the object unusable: its file is in an unknown state."""
+        try:
+            yield
+        except BaseException:
+            self.abort()
+            raise
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.abort()
+
+
+class SnapshotFileWriter(_PartFile):
+    """Writes a snapshot as Kafka's ``RecordsSnapshotWriter`` does: the header batch at offset 0, then the records
+    of every :meth:`append` packed into data batches of at most ``max_batch_bytes`` (a record bigger than that goes
+    alone in its batch), offsets continuing across the file, every batch stamped with the snapshot's epoch.
+
+    Any failure while appending or freezing (ENOSPC, EIO, …) removes the ``.part`` and re-raises; the writer is
+    then unusable. Batch timestamps are ``timestamp_ms``, or the wall clock when each batch is closed.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        snapshot_id: SnapshotId,
+        last_contained_log_timestamp: int,
+        *,
+        max_batch_bytes: int = 1 << 20,
+        timestamp_ms: int | None = None,
+    ) -> None:
+        if not HEADER_SIZE < max_batch_bytes <= MAX_BATCH_SIZE:
+            raise ValueError(f"max_batch_bytes must be in ({HEADER_SIZE}, {MAX_BATCH_SIZE}], got {max_batch_bytes}")
+        super().__init__(directory, snapshot_id)
+        self._max_batch_bytes = max_batch_bytes
+        self._timestamp_ms = timestamp_ms
+        self._buffer = bytearray()  # closed batches not yet handed to the OS
+        self._written = 0  # bytes of closed batches, buffered or written
+        self._next_offset = 0
+        self._parts: list[bytes] = []  # the open data batch's records, in pieces joined when it closes
+        self._count = 0
+        self._open_bytes = HEADER_SIZE
+        header = SnapshotHeaderRecord(version=0, last_contained_log_timestamp=last_contained_log_timestamp)
+        with self._aborting():
+            self._control(header)
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes of the batches closed so far (the open data batch is not counted); the file's size once frozen."""
+        return self._written
+
+    def _now(self) -> int:
+        return int(time.time() * 1000) if self._timestamp_ms is None else self._timestamp_ms
+
+    def append(self, records: Sequence[bytes]) -> None:
+        """Add framed metadata record values (data records have no key)."""
+        self._check_open()
+        if not records:
+            return
+        lengths = list(map(len, records))
+        if min(lengths) == 0:  # Kafka's reader rejects an empty value
+            raise ValueError("a metadata record value is never empty")
+        if max(lengths) > _MAX_VALUE:
+            raise ValueError(f"a record of {max(lengths)} bytes does not fit a batch of {MAX_BATCH_SIZE} bytes")
+        with self._aborting():
+            self._encode(records)
+
+    def _encode(self, records: Sequence[bytes]) -> None:
+        # The per-record cost of writing a snapshot, hence locals and ready-made varints: each record is appended
+        # as pieces (length, attributes and timestampDelta 0, offsetDelta, null key, value, no headers) joined once
+        # per batch.
+        zz, small = _ZIGZAG, len(_ZIGZAG)
+        limit = self._max_batch_bytes
+        parts, count, used = self._parts, self._count, self._open_bytes
+        for value in records:
+            n = len(value)
+            vlen = zz[n] if n < small else varint(n)
+            delta = zz[count] if count < small else varint(count)
+            size = len(delta) + len(vlen) + n + 4
+            head = zz[size] if size < small else varint(size)
+            if used + len(head) + size > limit and count:
+                self._count, self._open_bytes = count, used
+                self._close_batch()
+                parts, count, used = self._parts, 0, HEADER_SIZE
+                delta = zz[0]
+                size = len(delta) + len(vlen) + n + 4
+                head = zz[size] if size < small else varint(size)
+            parts += (head, b"\x00\x00", delta, b"\x01", vlen, value, b"\x00")
+            count += 1
+            used += len(head) + size
+        self._count, self._open_bytes = count, used
+
+    def _close_batch(self) -> None:
+        if self._count:
+            epoch, count = self.snapshot_id.epoch, self._count
+            self._emit(_finish(b"".join(self._parts), count, self._next_offset, epoch, self._now(), 0), count)
+            self._parts, self._count, self._open_bytes = [], 0, HEADER_SIZE
+
+    def _emit(self, batch: bytes, count: int) -> None:
+        self._buffer += batch
+        self._written += len(batch)
+        self._next_offset += count
+        if len(self._buffer) >= _FLUSH_BYTES:
+            self._flush()
+
+    def _control(self, message: ApiMessage) -> None:
+        epoch, ts = self.snapshot_id.epoch, self._now()
+        self._emit(build_batch([encode_control(message)], base_offset=self._next_offset, epoch=epoch, timestamp=ts,
+                               control=True), 1)  # fmt: skip
+
+    def _flush(self) -> None:
+        if self._buffer:
+            self._write_all(self._buffer)
+            self._buffer = bytearray()
+
+    def freeze(self) -> int:
+        """Close the open batch, add the footer batch, fsync, rename to ``.checkpoint``, fsync the directory;
+        returns the file's size."""
+        self._check_open()
+        with self._aborting():
+            self._close_batch()
+            self._control(SnapshotFooterRecord(version=0))
+            self._flush()
+            self._commit()
+        return self._written
+
+
+class SnapshotFileInstaller(_PartFile):
+    """A snapshot fetched from the leader in chunks (FetchSnapshot), installed only once it validates whole."""
+
+    def __init__(self, directory: Path, snapshot_id: SnapshotId) -> None:
+        super().__init__(directory, snapshot_id)
+        self._size = 0
+
+    @property
+    def size(self) -> int:
+        """Bytes received so far: the position the next chunk must start at."""
+        return self._size
+
+    def write(self, position: int, data: bytes) -> None:
+        self._check_open()
+        if position != self._size:
+            raise ValueError(f"snapshot {self.snapshot_id}: chunk at byte {position}, expected {self._size}")
+        with self._aborting():
+            self._write_all(data)
+        self._size += len(data)
+
+    def freeze(self) -> Path:
+        """Validate the whole file (a bad one raises :class:`CorruptSnapshotError` and is removed), fsync, rename
+        to ``.checkpoint``, fsync the directory; returns the snapshot's path."""
+        self._check_open()
+        with self._aborting(), open(self.path, "rb") as f:
+            _validate(f, self.path, self.snapshot_id)
+        with self._aborting():
+            return self._commit()
+
+
+class SnapshotFile:
+    """A frozen snapshot, read to serve FetchSnapshot (:meth:`read`) or to load it (:meth:`data_batches`)."""
+
+    def __init__(self, path: Path, snapshot_id: SnapshotId) -> None:
+        self.path = path
+        self.id = snapshot_id
+        self._file = open(path, "rb")  # held open for read(); closed by close()
+        self.size = os.fstat(self._file.fileno()).st_size
+        self._info: SnapshotInfo | None = None
+
+    @classmethod
+    def open(cls, path: Path | str) -> SnapshotFile:
+        path = Path(path)
+        snapshot_id = SnapshotId.parse(path)
+        if snapshot_id is None:
+            raise ValueError(f"{path}: not a snapshot file name (%020d-%010d{SNAPSHOT_SUFFIX})")
+        return cls(path, snapshot_id)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> SnapshotFile:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def read(self, position: int, max_bytes: int) -> bytes:
+        """Up to ``max_bytes`` raw bytes from ``position`` (``b""`` at the end)."""
+        if not 0 <= position <= self.size or max_bytes < 0:
+            raise ValueError(f"{self.path}: cannot read {max_bytes} bytes at {position} of {self.size}")
+        # pread on a regular file returns all asked for short of the end; FetchSnapshot chunks are small.
+        return os.pread(self._file.fileno(), min(max_bytes, self.size - position), position)
+
+    def validate(self) -> SnapshotInfo:
+        """Check the whole file (see ``docs/snapshots.md``); raises :class:`CorruptSnapshotError` at the first
+        problem."""
+        if self._info is None:
+            self._info = _validate(self._file, self.path, self.id)
+        return self._info
+
+    @property
+    def last_contained_log_timestamp(self) -> int:
+        """From the header batch, reading only that batch unless the file was validated."""
+        if self._info is not None:
+            return self._info.last_contained_log_timestamp
+        with _mapped(self._file) as buf:
+            _, header = next(_scan(buf, str(self.path), self.id.epoch))
+        assert isinstance(header, SnapshotHeaderRecord)
+        return header.last_contained_log_timestamp
+
+    def data_batches(self) -> Iterator[RecordBatch]:
+        """The data batches in order, header and footer left out. The whole file is validated first, so a
+        consumer never loads part of a corrupt snapshot."""
+        self.validate()
+        with _mapped(self._file) as buf:
+            for batch, message in _scan(buf, str(self.path), self.id.epoch):
+                if message is None:
+                    yield batch
+
+
+@contextmanager
+def _mapped(file: BinaryIO) -> Iterator[bytes | mmap.mmap]:
+    """The file mapped read-only; a zero-length file (which mmap refuses) as empty bytes."""
+    size = os.fstat(file.fileno()).st_size
+    if size == 0:
+        yield b""
+        return
+    with mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ) as mm:
+        yield mm
+
+
+def _validate(file: BinaryIO, path: Path, snapshot_id: SnapshotId) -> SnapshotInfo:
+    timestamp = batches = records = 0
+    with _mapped(file) as buf:
+        for batch, message in _scan(buf, str(path), snapshot_id.epoch):
+            if isinstance(message, SnapshotHeaderRecord):
+                timestamp = message.last_contained_log_timestamp
+            elif message is None:
+                batches += 1
+                records += batch.record_count
+        size = len(buf)
+    return SnapshotInfo(snapshot_id, size, timestamp, batches, records)
+
+
+def _scan(buf: bytes | mmap.mmap, path: str, epoch: int) -> Iterator[tuple[RecordBatch, ApiMessage | None]]:
+    """Every batch with every rule checked as it is reached: ``(batch, SnapshotHeaderRecord)`` first, then
+    ``(batch, None)`` per data batch, then ``(batch, SnapshotFooterRecord)``."""
+    size = len(buf)
+    if size == 0:
+        raise CorruptSnapshotError(path, 0, "empty file: no SnapshotHeaderRecord")
+    pos = next_offset = 0
+    while pos < size:
+        try:
+            batch = read_batch(buf, pos, path=path)
+        except CorruptBatchError as e:
+            raise CorruptSnapshotError(path, pos, e.reason) from None
+        if batch.base_offset != next_offset:
+            raise CorruptSnapshotError(path, pos, f"base offset {batch.base_offset}, expected {next_offset}")
+        if batch.partition_leader_epoch != epoch:
+            raise CorruptSnapshotError(path, pos, f"epoch {batch.partition_leader_epoch}, expected {epoch}")
+        if pos == 0:
+            yield batch, _control_records(batch, path, header=True)
+        elif batch.is_control:
+            footer = _control_records(batch, path, header=False)
+            end = pos + batch.size
+            if end != size:
+                raise CorruptSnapshotError(path, end, f"{size - end} bytes after the SnapshotFooterRecord")
+            yield batch, footer
+            return
+        else:
+            yield batch, None
+        next_offset = batch.next_offset
+        pos += batch.size
+    raise CorruptSnapshotError(path, size, "the file ends without a SnapshotFooterRecord")
+
+
+def _control_records(batch: RecordBatch, path: str, *, header: bool) -> ApiMessage:
+    """The SnapshotHeaderRecord or SnapshotFooterRecord that ``batch`` must consist of."""
+    want = ControlType.SNAPSHOT_HEADER if header else ControlType.SNAPSHOT_FOOTER
+    if not batch.is_control:
+        raise CorruptSnapshotError(path, batch.position, f"a data batch where the {want.name} batch belongs")
+    try:
+        found = [decode_control(r.key, r.value) for r in batch.records(path)]
+    except (CorruptBatchError, ValueError, IndexError, struct.error) as e:
+        raise CorruptSnapshotError(path, batch.position, f"unreadable control record: {e}") from None
+    types = [ctype for ctype, _, _ in found]
+    extras_ok = header and all(t in _HEADER_EXTRAS for t in types[1:])
+    if not types or types[0] != want or found[0][1] is None or (len(types) > 1 and not extras_ok):
+        names = ", ".join(_TYPE_NAMES.get(t, f"type {t}") for t in types)
+        raise CorruptSnapshotError(path, batch.position, f"control batch holds [{names}], expected {want.name}")
+    return found[0][1]
+
+
+def list_snapshots(directory: Path) -> list[SnapshotId]:
+    """The ids of the ``.checkpoint`` files in ``directory``, oldest first; other names are not snapshots."""
+    with os.scandir(directory) as entries:
+        return sorted(i for e in entries if (i := SnapshotId.parse(e.name)) is not None)
+
+
+def remove_partial_snapshots(directory: Path) -> list[Path]:
+    """Remove the ``.part`` files a crash left (a snapshot being written or fetched); returns them."""
+    directory = Path(directory)
+    removed = sorted(p for p in directory.iterdir() if p.name.endswith(PART_SUFFIX))
+    for p in removed:
+        p.unlink(missing_ok=True)
+    if removed:
+        fsync_dir(directory)
+    return removed
+
+
+def delete_snapshot(directory: Path, snapshot_id: SnapshotId) -> None:
+    """Unlink a snapshot (a missing one is already deleted) and make that durable."""
+    (Path(directory) / snapshot_id.file_name).unlink(missing_ok=True)
+    fsync_dir(Path(directory))

@@ -5,6 +5,7 @@ Spark state reduced to the same plain Python shape."""
 from __future__ import annotations
 
 import random
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,17 +22,16 @@ from controller.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
-    SnapshotFooterRecord,
-    SnapshotHeaderRecord,
     Uuid,
     Voter,
     serialize,
 )
 from controller.replication_control import ReplicationControl, ReplicationSettings
 from controller.timeline import Timeline
-from quorum.log.batch import build_batch
+from quorum.log.batch import HEADER_SIZE, build_batch
 from quorum.log.control import encode_control
 from quorum.log.log import METADATA_PARTITION_DIR
+from quorum.log.snapshots import SnapshotFileWriter, SnapshotId
 
 TS = 1_700_000_000_000  # append time of the hand-built batches (ms)
 FIRST_SEGMENT = "00000000000000000000.log"
@@ -147,14 +147,17 @@ class LogBuilder:
 
 
 def snapshot_bytes(records: list[ApiMessage], epoch: int, *, per_batch: int = 2) -> bytes:
-    """A snapshot as Kafka's RecordsSnapshotWriter lays it out (docs/snapshots.md): a control batch with the header,
-    data batches, a control batch with the footer; offsets restart at 0."""
-    b = LogBuilder(epoch=epoch)
-    b.add(SnapshotHeaderRecord(version=0, last_contained_log_timestamp=TS - 5), control=True)
-    for i in range(0, len(records), per_batch):
-        b.add(*records[i : i + per_batch])
-    b.add(SnapshotFooterRecord(version=0), control=True)
-    return b.data()
+    """A snapshot written by SnapshotFileWriter as Kafka's RecordsSnapshotWriter lays it out (docs/snapshots.md): a
+    control batch with the header, data batches, a control batch with the footer; offsets restart at 0. The writer
+    packs batches by size, so ``per_batch`` sets a byte budget of about that many of the largest records."""
+    values = [serialize(r) for r in records]
+    budget = HEADER_SIZE + per_batch * (max(map(len, values), default=0) + 10)  # 10: a record's framing, at most
+    with tempfile.TemporaryDirectory() as directory:
+        writer = SnapshotFileWriter(Path(directory), SnapshotId(0, epoch), TS - 5, max_batch_bytes=budget,
+                                    timestamp_ms=TS)  # fmt: skip
+        writer.append(values)
+        writer.freeze()
+        return (Path(directory) / SnapshotId(0, epoch).file_name).read_bytes()
 
 
 def snapshot_name(end_offset: int, epoch: int) -> str:
