@@ -54,6 +54,16 @@ class EpochCache:
         self._entries = self._entries[:cut]
         return True
 
+    def truncate_from_start(self, start_offset: int) -> bool:
+        """The log now starts at ``start_offset``: drop epochs that ended before it, and move the start of the
+        one holding it there (Kafka's ``truncateFromStart``)."""
+        entries = self._entries
+        i = bisect.bisect_right(entries, start_offset, key=lambda e: e[1])  # entries[:i] start at or before it
+        if i == 0 or (i == 1 and entries[0][1] == start_offset):
+            return False
+        self._entries = [(entries[i - 1][0], start_offset), *entries[i:]]
+        return True
+
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """Kafka's ``endOffsetFor``: ``(largest known epoch <= epoch, the offset where it ended)``.
 

@@ -11,6 +11,11 @@ Recovery on open re-validates every batch (as Kafka does for the metadata log, w
 A torn or corrupt *tail* — damage with no valid batch after it — is cut back to the last valid batch and logged.
 Damage with valid batches after it stops the open with :class:`LogCorruptionError`: those batches may be
 committed, and dropping them silently could lose acknowledged writes.
+
+Snapshots (:mod:`quorum.log.snapshot_set`) live beside the segments. The log may start after offset 0 once
+retention (:meth:`MetadataLog.clean`) deleted segments wholly below the oldest snapshot kept; the newest valid
+snapshot must then reach the log's start, or the open is refused. A snapshot ending beyond the log (one installed
+from the leader, whose truncation a crash interrupted) empties the log to start at the snapshot's end.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import bisect
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,12 +33,18 @@ from quorum.log.batch import MAX_BATCH_SIZE, RecordBatch, read_batch
 from quorum.log.epoch_cache import CHECKPOINT_NAME, EpochCache
 from quorum.log.files import atomic_write, fsync_dir
 from quorum.log.segment import SUFFIX, Segment
+from quorum.log.snapshot_set import SnapshotSet
+from quorum.log.snapshots import SnapshotFileInstaller, SnapshotFileWriter, SnapshotId
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION_DIR = f"{METADATA_TOPIC}-0"
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024  # metadata.log.segment.bytes
 DEFAULT_INDEX_INTERVAL = 4096  # index.interval.bytes
 PREALLOCATE_CHUNK = 4 * 1024 * 1024  # how far ahead a pre-allocating segment zero-fills
+DEFAULT_RETENTION_BYTES = 100 * 1024 * 1024  # metadata.max.retention.bytes
+DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000  # metadata.max.retention.ms
+# Ours, not Kafka's: older snapshots are only a fallback should the newest be damaged, so keep few of them.
+MAX_RETAINED_SNAPSHOTS = 3
 _PARTITION_METADATA = b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ"  # Uuid.METADATA_TOPIC_ID
 
 log = structlog.get_logger("quorum.log")
@@ -67,21 +79,28 @@ class LogConfig:
     # Kafka's log.preallocate, off by default as in Kafka: zero-filled space ahead of the writer makes fdatasync
     # ~1.4x faster here, but a live segment then ends in zeros that other readers take for corruption.
     preallocate_bytes: int = 0
+    retention_bytes: int = DEFAULT_RETENTION_BYTES  # metadata.max.retention.bytes (-1: no size limit)
+    retention_ms: int = DEFAULT_RETENTION_MS  # metadata.max.retention.ms (-1: no time limit)
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 1024:
             raise ValueError(f"metadata.log.segment.bytes = {self.segment_bytes} is below the minimum of 1024")
         if self.index_interval_bytes < 1 or self.preallocate_bytes < 0:
             raise ValueError("index.interval.bytes must be positive and preallocate bytes non-negative")
+        if self.retention_bytes < -1 or self.retention_ms < -1:
+            raise ValueError("metadata.max.retention.bytes and metadata.max.retention.ms must be -1 or more")
 
 
 class MetadataLog:
-    def __init__(self, directory: Path, config: LogConfig, segments: list[Segment], epochs: EpochCache) -> None:
+    def __init__(
+        self, directory: Path, config: LogConfig, segments: list[Segment], epochs: EpochCache, snapshots: SnapshotSet
+    ) -> None:
         self.dir = directory
         self.config = config
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self.epochs = epochs
+        self.snapshots = snapshots
         self._epochs_dirty = False
         self._flushed_offset = self.end_offset
         self._flush_lock = threading.Lock()  # flush may run on an executor thread while the loop appends
@@ -100,6 +119,7 @@ class MetadataLog:
         for stray in directory.glob("*.tmp"):
             stray.unlink()  # an atomic write that never reached its rename
         paths = sorted(directory.glob("*" + SUFFIX), key=lambda p: p.name)
+        snapshots = SnapshotSet.open(directory)
         segments: list[Segment] = []
         try:
             for p in paths:
@@ -107,21 +127,34 @@ class MetadataLog:
                     Segment.open(p, index_interval=config.index_interval_bytes, preallocate=config.preallocate_bytes)
                 )
             epochs = cls._recover(directory, segments)
+            cls._check_snapshot_reaches_log(directory, segments, snapshots.latest)
         except BaseException:
             for seg in segments:  # a refused open must not leak descriptors (nor touch the files: no close())
                 seg.release()
             raise
         if not segments:
+            start = snapshots.latest.end_offset if snapshots.latest else 0
             segments.append(
                 Segment.create(
-                    directory, 0, index_interval=config.index_interval_bytes, preallocate=config.preallocate_bytes
+                    directory, start, index_interval=config.index_interval_bytes, preallocate=config.preallocate_bytes
                 )
             )
             fsync_dir(directory)
         pm = directory / "partition.metadata"
         if not pm.exists():
             atomic_write(pm, _PARTITION_METADATA)
-        self = cls(directory, config, segments, epochs)
+        self = cls(directory, config, segments, epochs, snapshots)
+        latest = snapshots.latest
+        if latest is not None and latest.end_offset > self.end_offset:
+            # An installed snapshot whose truncation of the log a crash interrupted: finish it (Kafka's
+            # truncateToLatestSnapshot at open).
+            self.truncate_to_snapshot(latest)
+        elif latest is not None and latest.end_offset == self.start_offset:
+            # A log that starts at a snapshot: the snapshot's epoch ends there (what an empty log reports as its
+            # last epoch, and what a follower fetching from that point must find).
+            entries = self.epochs.entries
+            if not entries or entries[0][0] > latest.epoch:
+                self.epochs = EpochCache([(latest.epoch, latest.end_offset), *entries])
         self._reconcile_checkpoint()
         log.info(
             "log_opened",
@@ -129,9 +162,24 @@ class MetadataLog:
             log_start_offset=self.start_offset,
             log_end_offset=self.end_offset,
             last_epoch=self.last_epoch,
-            segments=len(segments),
+            segments=len(self._segments),
+            latest_snapshot=str(latest) if latest else None,
+            snapshots=len(snapshots.ids),
         )
         return self
+
+    @staticmethod
+    def _check_snapshot_reaches_log(directory: Path, segments: list[Segment], latest: SnapshotId | None) -> None:
+        """Offsets below the log's start exist only in a snapshot: refuse to open if none reaches that far."""
+        start = segments[0].base_offset if segments else 0
+        if start == 0 or (latest is not None and latest.end_offset >= start):
+            return
+        covered = f"the newest valid snapshot ends at offset {latest.end_offset}" if latest else "no valid snapshot"
+        raise LogCorruptionError(
+            directory,
+            0,
+            f"the log starts at offset {start} and {covered}: the records below offset {start} are lost",
+        )
 
     @staticmethod
     def _recover(directory: Path, segments: list[Segment]) -> EpochCache:
@@ -189,6 +237,7 @@ class MetadataLog:
 
     @property
     def start_offset(self) -> int:
+        """The log start offset: the first offset the segments hold (earlier ones are only in a snapshot)."""
         return self._segments[0].base_offset
 
     @property
@@ -203,7 +252,7 @@ class MetadataLog:
 
     @property
     def last_epoch(self) -> int:
-        """The epoch of the last batch (0 for an empty log)."""
+        """The epoch of the last batch (the snapshot's for a log emptied to start at one; 0 for an empty log)."""
         return max(self.epochs.latest_epoch, 0)
 
     @property
@@ -312,6 +361,106 @@ class MetadataLog:
         log.warning("log_truncated", path=str(self.dir), requested_offset=offset, old_end=old_end, new_end=new_end)
         return new_end
 
+    # -- snapshots -----------------------------------------------------------------------------------------------
+
+    def latest_snapshot(self) -> SnapshotId | None:
+        return self.snapshots.latest
+
+    def read_snapshot(self, snapshot_id: SnapshotId, position: int, max_bytes: int) -> tuple[bytes, int] | None:
+        return self.snapshots.read(snapshot_id, position, max_bytes)
+
+    def snapshot_writer(self, snapshot_id: SnapshotId, last_contained_log_timestamp: int) -> SnapshotFileWriter:
+        return self.snapshots.writer(snapshot_id, last_contained_log_timestamp)
+
+    def begin_snapshot(self, snapshot_id: SnapshotId) -> SnapshotFileInstaller:
+        """A snapshot fetched from the leader, written as it arrives; see :meth:`truncate_to_snapshot`."""
+        return self.snapshots.installer(snapshot_id)
+
+    def snapshot_frozen(self, snapshot_id: SnapshotId) -> None:
+        self.snapshots.add(snapshot_id)
+
+    def install_snapshot(self, install: SnapshotFileInstaller) -> int:
+        """A snapshot fetched from the leader is complete: validate and freeze it (CorruptSnapshotError, leaving
+        nothing, if it is damaged), then empty the log to start at its end. Returns the new end offset."""
+        install.freeze()
+        self.snapshots.add(install.snapshot_id)
+        return self.truncate_to_snapshot(install.snapshot_id)
+
+    def truncate_to_snapshot(self, snapshot_id: SnapshotId) -> int:
+        """Empty the log to start at ``snapshot_id``'s end (it was installed from the leader), and forget older
+        snapshots. Durable when it returns; returns the new end offset."""
+        with self._flush_lock:
+            start = snapshot_id.end_offset
+            old_start, old_end = self.start_offset, self.end_offset
+            # Last segment first, each removal durable: a crash leaves a shorter log, which the snapshot (now
+            # durable) still reaches beyond, and the open finishes the job.
+            while self._segments:
+                self._segments.pop().delete()
+                self._bases.pop()
+                fsync_dir(self.dir)
+            self._segments.append(
+                Segment.create(
+                    self.dir,
+                    start,
+                    index_interval=self.config.index_interval_bytes,
+                    preallocate=self.config.preallocate_bytes,
+                )
+            )
+            self._bases.append(start)
+            fsync_dir(self.dir)
+            self.epochs = EpochCache([(snapshot_id.epoch, start)])
+            self.epochs.write(self.dir / CHECKPOINT_NAME)
+            self._epochs_dirty = False
+            self._flushed_offset = start
+        self.snapshots.forget_before(snapshot_id)
+        log.warning(
+            "log_truncated_to_snapshot",
+            path=str(self.dir),
+            snapshot=str(snapshot_id),
+            old_start=old_start,
+            old_end=old_end,
+            new_start=start,
+        )
+        return start
+
+    def clean(self, now_ms: float | None = None) -> int:
+        """Retention (Kafka's ``maybeClean``): delete snapshots older than the newest, oldest first, while there
+        are more than :data:`MAX_RETAINED_SNAPSHOTS`, the snapshots and the log together exceed
+        ``retention_bytes``, or the oldest is older than ``retention_ms``; then delete segments wholly below the
+        oldest snapshot kept while the same limits are exceeded. The newest snapshot is never deleted, nor a
+        segment it does not cover, nor the active segment. Returns the bytes freed."""
+        now = time.time() * 1000 if now_ms is None else now_ms
+        cfg, snaps = self.config, self.snapshots
+        freed = 0
+
+        def over_size() -> bool:
+            return cfg.retention_bytes >= 0 and self.size_bytes + snaps.total_bytes() > cfg.retention_bytes
+
+        while len(snaps.ids) > 1:
+            oldest = snaps.ids[0]
+            too_old = cfg.retention_ms >= 0 and snaps.age_ms(oldest, now) > cfg.retention_ms
+            if not (len(snaps.ids) > MAX_RETAINED_SNAPSHOTS or too_old or over_size()):
+                break
+            freed += snaps.size(oldest)
+            snaps.delete(oldest)
+        bound = snaps.earliest
+        if bound is None:
+            return freed
+        with self._flush_lock:
+            while len(self._segments) > 1 and self._segments[1].base_offset <= bound.end_offset:
+                seg = self._segments[0]
+                too_old = cfg.retention_ms >= 0 and now - seg.path.stat().st_mtime * 1000 > cfg.retention_ms
+                if not (too_old or over_size()):
+                    break
+                freed += seg.size
+                self._segments.pop(0).delete()
+                self._bases.pop(0)
+                fsync_dir(self.dir)
+                log.info("segment_deleted", path=str(seg.path), log_start_offset=self.start_offset)
+            if self.epochs.truncate_from_start(self.start_offset):
+                self.epochs.write(self.dir / CHECKPOINT_NAME)
+        return freed
+
     # -- reading -------------------------------------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int = 1024 * 1024) -> tuple[bytes, int]:
@@ -344,6 +493,7 @@ class MetadataLog:
         self.flush()
         for seg in self._segments:
             seg.close()
+        self.snapshots.close()
         log.info("log_closed", path=str(self.dir), log_end_offset=self.end_offset)
 
     def __enter__(self) -> MetadataLog:
