@@ -31,6 +31,9 @@ from quorum.errors import Errors, KafkaError
 from quorum.log.message import ApiMessage, Uuid
 
 DEFAULT_SESSION_TIMEOUT_MS = 9000  # broker.session.timeout.ms
+# What a registration says its broker supports (name, min, max). Replay does not keep it: every broker here runs this
+# build, so a snapshot writes it back unchanged.
+SUPPORTED_FEATURES = (("metadata.version", 7, 22),)
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,12 @@ class _Session:
     metadata_offset: int = -1
 
 
+def supported_features() -> list[BrokerFeature]:
+    return [
+        BrokerFeature(name=n, min_supported_version=lo, max_supported_version=hi) for n, lo, hi in SUPPORTED_FEATURES
+    ]
+
+
 class ClusterControl:
     def __init__(self, timeline: Timeline, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS) -> None:
         self.brokers: TimelineDict[int, BrokerRegistration] = TimelineDict(timeline)
@@ -116,7 +125,7 @@ class ClusterControl:
                 BrokerEndpoint(name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol)
                 for e in req.endpoints
             ],
-            features=[BrokerFeature(name="metadata.version", min_supported_version=7, max_supported_version=22)],
+            features=supported_features(),
             rack=req.rack,
             fenced=True,
             in_controlled_shutdown=False,

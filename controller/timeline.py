@@ -152,3 +152,11 @@ class TimelineDict(MutableMapping[K, V], Generic[K, V]):
     def committed(self) -> dict[K, V]:
         """Only what the high watermark has passed (a read must not reveal what may still be undone)."""
         return self._committed
+
+    def bulk_load(self) -> dict[K, V]:
+        """The committed dict itself, to fill directly while loading a snapshot (no per-key bookkeeping: ~0.5 µs a
+        key less). Only while nothing is pending and no offset is set, when the latest state is the committed one."""
+        if self._pending or self._timeline.offset is not None:
+            raise RuntimeError("only a map without uncommitted changes can be bulk loaded")
+        self.version += 1  # readers' caches of what they derived are stale
+        return self._committed
