@@ -8,7 +8,8 @@ all uncommitted changes. Reads wait for the highest pending offset, then read co
 reads its own writes and never a write that may still be undone.
 
 A standby replays committed records through the same ``replay``, so a newly elected controller already holds the
-state; Raft announces its leadership only after every earlier batch has been delivered.
+state; Raft announces its leadership only after every earlier batch has been delivered. Every controller, active or
+not, snapshots its committed state and loads snapshots back (``controller/snapshot.py``).
 
 A record that cannot be applied is fatal, as in Kafka: on the active controller it is replayed *before* it is
 appended (nothing of the batch reaches the log) and the fault handler stops the process; on a standby,
@@ -77,11 +78,13 @@ from controller.requests import (
     ReassignableTopicResult,
 )
 from controller.results import NO_ERROR, ApiError, ControllerResult
+from controller.snapshot import Snapshotter, load_records
 from controller.timeline import Timeline, TimelineDict
 from quorum.errors import Errors, KafkaError, NotLeaderError
 from quorum.fault import FaultHandler, LoggingFaultHandler, fault_message
 from quorum.log.message import ApiMessage
-from quorum.raft.client import CommittedBatch, LeaderAndEpoch, RaftClient
+from quorum.log.snapshots import SnapshotId
+from quorum.raft.client import CommittedBatch, LeaderAndEpoch, RaftClient, SnapshotReader
 
 log = structlog.get_logger("controller")
 T = TypeVar("T")
@@ -114,6 +117,8 @@ class ControllerSettings:
     leader_imbalance_check_interval_s: float = 300  # leader.imbalance.check.interval.seconds
     unclean_election_interval_ms: int = 300_000  # Kafka's internal unclean.leader.election.interval.ms
     static_broker_configs: dict[str, str] = field(default_factory=dict)  # this node's broker configs (properties)
+    snapshot_max_new_record_bytes: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
+    snapshot_max_interval_ms: int = 3_600_000  # metadata.log.max.snapshot.interval.ms; 0: no time trigger
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,14 @@ class ControllerMetrics:
     records_appended: int = 0
     commit_seconds_total: float = 0.0
     commits: int = 0
+    snapshots_generated: int = 0
+    snapshot_failures: int = 0
+    last_snapshot_id: SnapshotId | None = None
+    last_snapshot_time: float | None = None  # time.monotonic() when its image was taken
+    last_snapshot_seconds: float = 0.0  # image taken to file frozen
+    last_snapshot_bytes: int = 0
+    bytes_since_snapshot: int = 0  # committed batches' bytes not in a snapshot yet
+    snapshot_load_seconds: float = 0.0  # the last snapshot loaded
 
 
 class QuorumController:
@@ -147,6 +160,21 @@ class QuorumController:
         self.settings = settings or ControllerSettings()
         self.faults: FaultHandler = faults or LoggingFaultHandler()
         self.failed = False  # a record failed to apply: this controller's memory cannot be trusted any more
+        self._fresh_state()
+        queue_failed = fault_message("running the controller's event queue", None)
+        self.queue = EventQueue(f"controller-{node_id}", lambda e: self.faults.handle_fault(queue_failed, e))
+        self.purgatory = Purgatory()
+        self.metrics = ControllerMetrics({}, {})
+        self.active_epoch: int | None = None  # the Raft epoch in which this controller is active
+        self.leader = LeaderAndEpoch(-1, 0)
+        self.committed_offset = -1  # last committed offset replayed or confirmed
+        self._written: deque[tuple[int, int]] = deque()  # (first, last) offsets this controller appended
+        self._wrote_since_noop = False
+        self._append_times: dict[int, float] = {}
+        self.snapshots = Snapshotter(self)
+
+    def _fresh_state(self) -> None:
+        """Empty replicated state and the managers over it: at start, and before loading a snapshot."""
         self.timeline = Timeline()
         self.cluster = ClusterControl(self.timeline, self.settings.session_timeout_ms)
         placer = PLACERS[self.settings.replica_placer](random.Random())
@@ -158,21 +186,11 @@ class QuorumController:
             self.settings.static_broker_configs,
             topic_exists=lambda name: name in self.replication.topics_by_name,
             broker_registered=lambda broker_id: broker_id in self.cluster.brokers,
-            node_id=node_id,
+            node_id=self.node_id,
         )
         self.replication = ReplicationControl(self.timeline, self.cluster, placer, replication, self.configs)
-        queue_failed = fault_message("running the controller's event queue", None)
-        self.queue = EventQueue(f"controller-{node_id}", lambda e: self.faults.handle_fault(queue_failed, e))
-        self.purgatory = Purgatory()
-        self.metrics = ControllerMetrics({}, {})
-        self.active_epoch: int | None = None  # the Raft epoch in which this controller is active
-        self.leader = LeaderAndEpoch(-1, 0)
-        self.committed_offset = -1  # last committed offset replayed or confirmed
-        self._written: deque[tuple[int, int]] = deque()  # (first, last) offsets this controller appended
-        self._wrote_since_noop = False
         # Timeline state like the rest: a renounce must forget an uncommitted activation, or it is never rewritten.
         self._features: TimelineDict[str, int] = TimelineDict(self.timeline)
-        self._append_times: dict[int, float] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -181,6 +199,7 @@ class QuorumController:
         self.raft.register(self)
 
     async def close(self) -> None:
+        await self.snapshots.close()
         await self.queue.close(NotControllerError("the controller is shutting down", self.leader.leader_id))
         self.purgatory.fail_all(NotControllerError("the controller is shutting down", self.leader.leader_id))
 
@@ -222,6 +241,43 @@ class QuorumController:
         if started is not None:
             self.metrics.commits += 1
             self.metrics.commit_seconds_total += time.monotonic() - started
+        self.snapshots.committed(batch)
+
+    def handle_load_snapshot(self, reader: SnapshotReader) -> None:
+        """Replace all state with the snapshot's (Raft calls this at start, or on a standby that fell behind the
+        leader's log start). Raises :class:`ReplayError` for a record that cannot be applied, as handle_commit."""
+        snapshot_id = reader.snapshot_id
+        if self.active:
+            # Raft never does this: the active controller's uncommitted records would be lost under it.
+            raise RuntimeError(f"node {self.node_id} is the active controller: it cannot load snapshot {snapshot_id}")
+        if self.failed:
+            return
+        started = time.monotonic()
+        self._fresh_state()
+        self._written.clear()
+        self._append_times.clear()
+        try:
+            records = load_records(self, reader.batches())
+        except Exception as e:
+            self.failed = True  # half loaded: nothing this controller holds can be trusted
+            raise ReplayError(f"cannot load snapshot {snapshot_id}: {e}") from e
+        self.committed_offset = snapshot_id.end_offset - 1
+        self.snapshots.loaded(snapshot_id, reader.last_contained_log_timestamp)
+        seconds = time.monotonic() - started
+        self.metrics.snapshot_load_seconds = seconds
+        log.info(
+            "snapshot_loaded",
+            node_id=self.node_id,
+            snapshot_id=str(snapshot_id),
+            records=records,
+            seconds=round(seconds, 3),
+            records_per_s=round(records / seconds) if seconds > 0 else None,
+        )
+
+    async def force_snapshot(self) -> SnapshotId | None:
+        """A snapshot of the committed state now, returned once frozen (``pykraft snapshot create``); the latest
+        snapshot's id if nothing was committed since it, None if nothing ever was. Raises what made it fail."""
+        return await self.snapshots.force()
 
     def _wrote(self, first: int, last: int) -> bool:
         """Did this controller append every offset in [first, last]? (Then it has replayed them all already.)"""

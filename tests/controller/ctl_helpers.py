@@ -1,10 +1,12 @@
-"""Test doubles for the controller tests: a fake Raft log shared by several controllers, and helpers to build a
-small cluster of brokers through the controller's own API."""
+"""Test doubles for the controller tests: a fake Raft log shared by several controllers (with snapshots kept in
+memory), and helpers to build a small cluster of brokers through the controller's own API."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from controller.cluster_control import Endpoint, HeartbeatRequest, RegisterBrokerRequest
@@ -12,6 +14,7 @@ from controller.quorum_controller import ControllerSettings, QuorumController
 from controller.records import ApiMessage, Uuid, deserialize, serialize
 from controller.replication_control import NewTopic, TopicResult
 from quorum.errors import NotLeaderError
+from quorum.log.snapshots import SnapshotFile, SnapshotFileWriter, SnapshotId
 from quorum.raft.client import CommittedBatch, LeaderAndEpoch, RaftListener
 
 T = TypeVar("T")
@@ -31,6 +34,7 @@ class SharedLog:
         self.append_calls: list[tuple[int, list[bytes]]] = []  # (node id, values) per append(_atomic) call
         self.non_atomic_appends = 0  # of which plain appends (records that may span batches)
         self.resigned: list[tuple[int, int]] = []
+        self.events: list[tuple[str, int]] = []  # ("commit", last offset) and ("snapshot_append", records), in order
 
     @property
     def committed_offset(self) -> int:
@@ -53,6 +57,7 @@ class SharedLog:
         while self.delivered < len(self.batches) and self.batches[self.delivered].last_offset <= offset:
             batch = self.batches[self.delivered]
             self.delivered += 1
+            self.events.append(("commit", batch.last_offset))
             for listener in self.listeners:
                 listener.handle_commit(batch)
 
@@ -73,13 +78,124 @@ class SharedLog:
         return [deserialize(v).message for v in self.entries[first:]]
 
 
+@dataclass(frozen=True)
+class MemorySnapshot:
+    snapshot_id: SnapshotId
+    last_contained_log_timestamp: int
+    records: tuple[bytes, ...]
+
+
+class MemorySnapshotReader:
+    """A SnapshotReader over a snapshot kept in memory: its records in batches of ``batch_records``, offsets
+    within the snapshot."""
+
+    def __init__(self, snapshot: MemorySnapshot, batch_records: int = 1000) -> None:
+        self.snapshot = snapshot
+        self.batch_records = batch_records
+
+    @property
+    def snapshot_id(self) -> SnapshotId:
+        return self.snapshot.snapshot_id
+
+    @property
+    def last_contained_log_timestamp(self) -> int:
+        return self.snapshot.last_contained_log_timestamp
+
+    def batches(self) -> Iterator[CommittedBatch]:
+        records = self.snapshot.records
+        epoch = self.snapshot.snapshot_id.epoch
+        for base in range(0, len(records), self.batch_records):
+            yield CommittedBatch.of(records[base : base + self.batch_records], base_offset=base, epoch=epoch)
+
+
+class MemorySnapshotWriter:
+    """A SnapshotWriter keeping the records in memory; frozen, the snapshot joins its FakeRaft's."""
+
+    def __init__(self, raft: FakeRaft, snapshot_id: SnapshotId, timestamp: int) -> None:
+        self.raft = raft
+        self.snapshot_id = snapshot_id
+        self.timestamp = timestamp
+        self.records: list[bytes] = []
+        self.appends = 0
+        self.aborted = False
+        self.frozen = False
+
+    def append(self, records: Sequence[bytes]) -> None:
+        assert not self.aborted and not self.frozen
+        if self.raft.fail_append is not None:
+            error, self.raft.fail_append = self.raft.fail_append, None
+            raise error
+        self.records.extend(records)
+        self.appends += 1
+        self.raft.log.events.append(("snapshot_append", len(records)))
+
+    async def freeze(self) -> int:
+        assert not self.aborted and not self.frozen
+        await asyncio.sleep(0)  # the file writer's fsyncs run off the event loop
+        if self.raft.fail_freeze is not None:
+            error, self.raft.fail_freeze = self.raft.fail_freeze, None
+            raise error  # as the file writer: the partial snapshot is gone
+        self.frozen = True
+        snapshot = MemorySnapshot(self.snapshot_id, self.timestamp, tuple(self.records))
+        self.raft.snapshots[self.snapshot_id] = snapshot
+        return sum(len(r) for r in self.records)
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+class FileSnapshotWriter:
+    """A SnapshotWriter over the real file writer (as Raft hands one out): freezing fsyncs off the event loop."""
+
+    def __init__(self, directory: Path, snapshot_id: SnapshotId, timestamp: int) -> None:
+        self.file = SnapshotFileWriter(directory, snapshot_id, timestamp)
+
+    @property
+    def snapshot_id(self) -> SnapshotId:
+        return self.file.snapshot_id
+
+    def append(self, records: Sequence[bytes]) -> None:
+        self.file.append(records)
+
+    async def freeze(self) -> int:
+        return await asyncio.to_thread(self.file.freeze)
+
+    def abort(self) -> None:
+        self.file.abort()
+
+
+class FileSnapshotReader:
+    """A SnapshotReader over a frozen snapshot file."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = SnapshotFile.open(path)
+
+    @property
+    def snapshot_id(self) -> SnapshotId:
+        return self.file.id
+
+    @property
+    def last_contained_log_timestamp(self) -> int:
+        return self.file.last_contained_log_timestamp
+
+    def batches(self) -> Iterator[CommittedBatch]:
+        for batch in self.file.data_batches():
+            yield CommittedBatch(batch)
+
+
 class FakeRaft:
-    """One node's RaftClient over a :class:`SharedLog`: only the node that leads the current epoch may append."""
+    """One node's RaftClient over a :class:`SharedLog`: only the node that leads the current epoch may append.
+    Its snapshots are kept in memory, or written as real files when ``snapshot_dir`` is set."""
 
     def __init__(self, node_id: int, log: SharedLog) -> None:
         self.node_id = node_id
         self.log = log
         self.refuse: NotLeaderError | None = None  # make the next appends fail
+        self.snapshots: dict[SnapshotId, MemorySnapshot] = {}
+        self.writers: list[MemorySnapshotWriter] = []  # every writer handed out, in order
+        self.fail_append: Exception | None = None  # make the next snapshot append fail
+        self.fail_freeze: Exception | None = None  # make the next snapshot freeze fail
+        self.snapshot_dir: Path | None = None
 
     @property
     def leader_and_epoch(self) -> LeaderAndEpoch:
@@ -119,6 +235,32 @@ class FakeRaft:
 
     def resign(self, epoch: int) -> None:
         self.log.resigned.append((self.node_id, epoch))
+
+    def latest_snapshot_id(self) -> SnapshotId | None:
+        if self.snapshot_dir is not None:
+            ids = [i for p in self.snapshot_dir.glob("*.checkpoint") if (i := SnapshotId.parse(p)) is not None]
+            return max(ids, default=None)
+        return max(self.snapshots) if self.snapshots else None
+
+    def create_snapshot(
+        self, snapshot_id: SnapshotId, last_contained_log_timestamp: int
+    ) -> MemorySnapshotWriter | FileSnapshotWriter | None:
+        """As Raft's: the id must end a committed batch of its epoch; None if it (or a later one) exists."""
+        latest = self.latest_snapshot_id()
+        if latest is not None and latest.end_offset >= snapshot_id.end_offset:
+            return None
+        ends = {b.last_offset + 1: b.epoch for b in self.log.batches[: self.log.delivered]}
+        if ends.get(snapshot_id.end_offset) != snapshot_id.epoch:
+            raise ValueError(f"snapshot {snapshot_id} does not end a committed batch of its epoch")
+        if self.snapshot_dir is not None:
+            return FileSnapshotWriter(self.snapshot_dir, snapshot_id, last_contained_log_timestamp)
+        writer = MemorySnapshotWriter(self, snapshot_id, last_contained_log_timestamp)
+        self.writers.append(writer)
+        return writer
+
+    def reader(self, snapshot_id: SnapshotId | None = None, batch_records: int = 1000) -> MemorySnapshotReader:
+        """A reader of a frozen snapshot (by default the latest)."""
+        return MemorySnapshotReader(self.snapshots[snapshot_id or max(self.snapshots)], batch_records)
 
 
 def quiet_settings(**overrides: Any) -> ControllerSettings:
