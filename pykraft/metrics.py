@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -120,6 +121,7 @@ class ControllerCollector(Collector):
         yield GaugeMetricFamily(
             "kafka_controller_last_committed_offset", "Last committed offset", value=c.committed_offset
         )
+        yield from snapshot_metrics(c)
         count = CounterMetricFamily("kafka_controller_requests", "Requests by API", labels=["api"])
         seconds = CounterMetricFamily(
             "kafka_controller_request_seconds", "Request latency by API, summed", labels=["api"]
@@ -129,6 +131,46 @@ class ControllerCollector(Collector):
             seconds.add_metric([api], c.metrics.request_seconds.get(api, 0.0))
         yield count
         yield seconds
+
+
+def snapshot_metrics(c: QuorumController) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """Kafka's SnapshotEmitter gauges (kafka.server:type=SnapshotEmitter), and what this controller adds."""
+    m = c.metrics
+    yield GaugeMetricFamily(
+        "kafka_server_snapshotemitter_latest_snapshot_generated_bytes",
+        "Size of the latest snapshot this node generated",
+        value=m.last_snapshot_bytes,
+    )
+    since = m.last_snapshot_time if m.last_snapshot_time is not None else c.snapshots.last_snapshot_at
+    yield GaugeMetricFamily(
+        "kafka_server_snapshotemitter_latest_snapshot_generated_age_ms",
+        "Time since the latest snapshot was generated (since start before the first)",
+        value=round((time.monotonic() - since) * 1000),
+    )
+    yield CounterMetricFamily(
+        "kafka_controller_snapshots_generated", "Snapshots generated", value=m.snapshots_generated
+    )
+    yield CounterMetricFamily(
+        "kafka_controller_snapshot_failures", "Snapshots that failed to be written", value=m.snapshot_failures
+    )
+    yield GaugeMetricFamily(
+        "kafka_controller_latest_snapshot_end_offset",
+        "End offset of the latest snapshot generated, -1 before the first",
+        value=m.last_snapshot_id.end_offset if m.last_snapshot_id is not None else -1,
+    )
+    yield GaugeMetricFamily(
+        "kafka_controller_snapshot_generation_seconds",
+        "Time the latest snapshot took, image to frozen file",
+        value=m.last_snapshot_seconds,
+    )
+    yield GaugeMetricFamily(
+        "kafka_controller_bytes_since_last_snapshot",
+        "Bytes of committed batches not in a snapshot yet (metadata.log.max.record.bytes.between.snapshots)",
+        value=m.bytes_since_snapshot,
+    )
+    yield GaugeMetricFamily(
+        "kafka_controller_snapshot_load_seconds", "Time the latest snapshot load took", value=m.snapshot_load_seconds
+    )
 
 
 class GcCollector(Collector):
