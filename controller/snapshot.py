@@ -236,9 +236,12 @@ def load_records(controller: QuorumController, batches: Iterable[CommittedBatch]
                             replicas = lists[raw] = arrays[value[pos]](value, pos + 1)
                         pos = end
                         end = 4 * value[pos] + pos - 3
-                        isr = lists.get(raw := value[pos:end])
-                        if isr is None:
-                            isr = lists[raw] = arrays[value[pos]](value, pos + 1)
+                        if value[pos:end] == raw:  # all replicas in sync
+                            isr = replicas
+                        else:
+                            isr = lists.get(raw := value[pos:end])
+                            if isr is None:
+                                isr = lists[raw] = arrays[value[pos]](value, pos + 1)
                         pos = end
                         if value[pos : pos + 2] == _NOT_MOVING:
                             removing = adding = ()
@@ -257,9 +260,8 @@ def load_records(controller: QuorumController, batches: Iterable[CommittedBatch]
                         if value[pos:end] == unassigned_bytes[n] and topic_id is not None:
                             tags = value[end:]
                             recovery = 0 if tags == _NO_TAGS else _RECOVERY_STATE_TAGS.get(tags)
-                            key = (topic_id, _I32(value, 3)[0])
-                            if recovery is not None and key not in parts:
-                                parts[key] = p = _new(
+                            if recovery is not None:
+                                p = _new(
                                     PartitionRegistration,
                                     (
                                         replicas,
@@ -273,9 +275,11 @@ def load_records(controller: QuorumController, batches: Iterable[CommittedBatch]
                                         _UNASSIGNED[n],
                                     ),
                                 )
-                                if removing or adding:
-                                    track(topic_id, key[1], None, p)
-                                continue
+                                index = _I32(value, 3)[0]
+                                if parts.setdefault((topic_id, index), p) is p:  # else seen twice: generic path
+                                    if removing or adding:
+                                        track(topic_id, index, None, p)
+                                    continue
                     except (IndexError, ValueError, struct.error):
                         pass  # the generic path below explains what is wrong with it
                 try:
