@@ -385,6 +385,22 @@ async def test_fast_load_equals_generic_replay(log: SharedLog) -> None:
     assert fresh.replication.partitions[(old, 0)].leader_epoch == 1
 
 
+async def test_a_partition_twice_in_a_snapshot_is_replayed_as_the_log_would() -> None:
+    """Kafka never writes one, but a snapshot is replayed whatever it holds: the second record wins, as in a log."""
+    topic = Uuid.random()
+    moving = PartitionRecord(partition_id=0, topic_id=topic, replicas=[1, 2], isr=[1], leader=1, adding_replicas=[2])
+    settled = PartitionRecord(partition_id=0, topic_id=topic, replicas=[2], isr=[2], leader=2, leader_epoch=4)
+    records = [FeatureLevelRecord(name="metadata.version", feature_level=22), TopicRecord(name="t", topic_id=topic)]
+    records += [moving, settled]
+    fresh = loaded(MemorySnapshot(SnapshotId(4, 1), 0, tuple(serialize(r) for r in records)))
+    generic = QuorumController(7, FakeRaft(7, SharedLog()), quiet_settings())
+    for batch in make_batches(records, 10):
+        generic.handle_commit(batch)
+    assert image_state(fresh) == image_state(generic)
+    assert fresh.replication.partitions[(topic, 0)].leader_epoch == 4
+    assert not fresh.replication.reassignments.moving.committed()
+
+
 async def test_a_snapshot_file_round_trip(log: SharedLog, tmp_path: Path) -> None:
     """Through the real file writer and reader: Kafka's batches, header and footer, loaded back."""
     topics = [NewTopic("a", 3, 2, configs=(("retention.ms", "1000"),)), NewTopic("b.c", 2, 1)]
