@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)
     started = time.perf_counter()
     failed: list[int] = []
-    steps = acked = 0
+    steps = acked = taken = installed = installing = 0
     for seed in seeds:
         try:
             stats = run_seed(seed, voters=args.voters, steps=args.steps, bugs=frozenset(args.bug))
@@ -40,11 +40,15 @@ def main(argv: list[str] | None = None) -> int:
             continue
         steps += stats.steps
         acked += stats.acked
+        taken += stats.snapshots_taken
+        installed += stats.snapshots_installed
+        installing += stats.snapshots_installed > 0
     elapsed = time.perf_counter() - started
     first = f" (first: seed {failed[0]})" if failed else ""
     print(
         f"{len(seeds)} seeds x {args.steps} steps, {args.voters} voters: {len(failed)} failed{first}; "
-        f"{steps} steps, {acked} acknowledged appends, {elapsed:.1f} s"
+        f"{steps} steps, {acked} acknowledged appends, {taken} snapshots taken, {installed} installed through "
+        f"FetchSnapshot (in {installing} seeds), {elapsed:.1f} s"
     )
     return 1 if failed else 0
 

@@ -1,7 +1,8 @@
 """The simulator's fault model: per-seed fault rates, and crash points inside a handler's storage operations.
 
 A real node can die between any two of its storage operations: after writing its epoch but before its vote, after
-appending a batch but before flushing it, half-way through a truncation; and the messages it had already handed
+appending a batch but before flushing it, half-way through a truncation, after a fetched snapshot is durable but
+before the log is emptied to start at it; and the messages it had already handed
 to its transport may or may not have left. The simulated stores (:mod:`quorum.sim.storage`) ask a node's
 :class:`CrashPoints` at each operation whether the node dies there; if so they raise :class:`CrashPoint`, which the
 harness catches around every call into a core and turns into a crash. Every decision draws from the simulation's
@@ -48,10 +49,14 @@ class Faults:
     slow_disk_weight: float = 0.5
     resign_weight: float = 0.5
     append_interval_ms: int = 8  # mean time between client appends
+    # Mean time between two snapshots (of some up node's committed prefix, its log then cleaned up to it): often
+    # enough that nodes which lag (restarted, cut off) mostly catch up through FetchSnapshot. 0: none.
+    snapshot_interval_ms: int = 150
     # Crash points: the chance that one storage operation of a handler is where its node dies, per kind of
     # operation: election-state writes of an "epoch" (no vote), a "candidacy" (its own vote), a "vote" (for
     # another), a "leader"; a log "append" (the batch not flushed yet); a "truncate" (not done, done in part, or
-    # done). Election-state writes are rare and decide elections: they get high chances; appends are frequent.
+    # done); an "install" of a fetched snapshot (not done, or the snapshot durable and the log emptied in part).
+    # Election-state writes and installs are rare and decide much: they get high chances; appends are frequent.
     crash_points: dict[str, float] = field(
         default_factory=lambda: {
             "epoch": 0.05,
@@ -60,6 +65,7 @@ class Faults:
             "leader": 0.05,
             "append": 0.003,
             "truncate": 0.1,
+            "install": 0.2,
         }
     )
     release: float = 0.5  # each message the handler queued before its crash point left anyway
@@ -71,7 +77,8 @@ class Faults:
 
     @classmethod
     def none(cls) -> Faults:
-        """No random faults, no crash points, no random client appends (for scripted tests and the final heal)."""
+        """No random faults, no crash points, no random client appends or snapshots (for scripted tests and the
+        final heal)."""
         return cls(
             kind="none",
             drop=0,
@@ -79,6 +86,7 @@ class Faults:
             long_delay=0,
             chaos_interval_ms=10**9,
             append_interval_ms=10**9,
+            snapshot_interval_ms=0,
             crash_points={},
             unflushed_survives=0,
             quick_restart=0,
@@ -110,7 +118,8 @@ class Faults:
             slow_disk_weight=0,
             resign_weight=1,
             append_interval_ms=100,
-            crash_points={"vote": 0.5, "leader": 0.1, "append": 0.003, "truncate": 0.1},
+            snapshot_interval_ms=50,  # few commits: snapshot each one soon, or lagging nodes rarely need one
+            crash_points={"vote": 0.5, "leader": 0.1, "append": 0.003, "truncate": 0.1, "install": 0.2},
             release=1.0,
             unflushed_survives=1.0,
             quick_restart=0.9,
@@ -142,7 +151,8 @@ class Faults:
             slow_disk_weight=1,
             resign_weight=4,
             append_interval_ms=10,
-            crash_points={"vote": 0.1, "append": 0.05, "truncate": 0.1},
+            snapshot_interval_ms=50,  # leaders rarely commit under this churn: snapshot what they do at once
+            crash_points={"vote": 0.1, "append": 0.05, "truncate": 0.1, "install": 0.2},
             unflushed_survives=1.0,
             quick_restart=0.5,
             tuning={"fetch_max_bytes": 128},

@@ -4,16 +4,15 @@ Everything random comes from one ``random.Random(seed)``, and events are ordered
 seed replays exactly. The fault model (:mod:`quorum.sim.faults`): message loss, delay (hence reordering),
 duplication, symmetric, one-way and bridge partitions, crashes, restarts, slow disks, graceful resignations; and
 crash points, where a node dies inside a storage operation of a handler (its election state written or not, a batch
-appended but not flushed, a truncation done in part), some of the messages it had queued already sent, and a
-supervisor restarts it within tens of ms. A crash keeps the flushed log and perhaps some batches after it (the OS
-may have written them). Requests to a down node wait for it, as the transport's do, until the request timeout.
-Each seed runs one of three fault mixes (classic, elections, replication: seed mod 3).
+appended but not flushed, a truncation or a snapshot install done in part), some of the messages it had queued
+already sent, and a supervisor restarts it within tens of ms. A crash keeps the flushed log and perhaps some
+batches after it (the OS may have written them). Requests to a down node wait for it, as the transport's do, until
+the request timeout. Each seed runs one of three fault mixes (classic, elections, replication: seed mod 3). Nodes
+snapshot their committed prefix at random moments and clean their logs up to it, so that lagging and restarted
+nodes catch up by fetching a snapshot (FetchSnapshot).
 
-After *every* event the invariants in :meth:`Simulation.check_invariants` run: one leader per epoch, one vote per
-voter per epoch, a node acts only on the epoch, vote and leader it stored, log matching, leader completeness (for
-leaders, and for any node that could still win a vote), identical committed prefixes, monotonic high watermarks, a
-majority-durable high watermark, acknowledged appends committed. The first violation raises
-:class:`InvariantViolation` naming the seed, the step and the virtual time.
+After *every* event the invariants of :mod:`quorum.sim.invariants` run (:meth:`Simulation.check_invariants`); the
+first violation raises :class:`InvariantViolation` naming the seed, the step and the virtual time.
 """
 
 from __future__ import annotations
@@ -29,13 +28,14 @@ from typing import Any, TypeVar
 import structlog
 
 from quorum.errors import KafkaError
-from quorum.log.quorum_state import ElectionState
+from quorum.log.snapshots import SnapshotId
 from quorum.raft.config import RaftConfig
 from quorum.raft.core import RaftCore, SafetyViolation
-from quorum.raft.messages import NO_LEADER, REQUEST_TYPES, Envelope, VoteResponse
-from quorum.raft.roles import Follower, Leader, Prospective
+from quorum.raft.messages import REQUEST_TYPES, Envelope, VoteResponse
+from quorum.raft.roles import Follower, Leader
 from quorum.sim.faults import CrashPoint, CrashPoints, FaultInjection, Faults
-from quorum.sim.storage import SimBatch, SimLog, SimStore
+from quorum.sim.invariants import Invariants, InvariantViolation
+from quorum.sim.storage import SimLog, SimStore
 
 __all__ = ["CLUSTER_ID", "SIM_CONFIG", "Faults", "InvariantViolation", "SimNode", "Simulation", "Stats", "run_seed"]
 
@@ -56,10 +56,6 @@ SIM_CONFIG = RaftConfig(
     fetch_max_bytes=4096,
     unreachable_leader_backoff_ms=20,
 )
-
-
-class InvariantViolation(AssertionError):
-    pass
 
 
 @dataclass
@@ -88,10 +84,12 @@ class Stats:
     crashes: int = 0
     crash_points: int = 0  # crashes inside a handler's storage operation (counted in crashes too)
     partitions: int = 0
+    snapshots_taken: int = 0
+    snapshots_installed: int = 0  # FetchSnapshot installs, every incarnation of every core (its metrics)
     leaders: set[int] = field(default_factory=set)
 
 
-class Simulation(FaultInjection):
+class Simulation(FaultInjection, Invariants):
     def __init__(
         self,
         seed: int,
@@ -120,6 +118,7 @@ class Simulation(FaultInjection):
         self._votes: dict[tuple[int, int], int] = {}  # (voter, epoch) -> the candidate it granted its vote
         self._pending: list[tuple[int, int, int, bytes]] = []  # (node, epoch, offset, value) awaiting commit
         self.acked: dict[int, bytes] = {}  # offset -> value of every acknowledged append
+        self._installs_by_dead_cores = 0  # snapshots_installed of the cores crashes discarded
         self._append_counter = 0
         self._calm = False  # set when healing: no more faults or client appends
         self.nodes = {i: self._new_node(i) for i in range(1, voters + 1)}
@@ -127,6 +126,11 @@ class Simulation(FaultInjection):
             self._start(node)
         self._schedule(self._exp(self.faults.chaos_interval_ms), self._chaos)
         self._schedule(self._exp(self.faults.append_interval_ms), self._client_append)
+        # Snapshots are no fault: they go on at this rate while heal_and_converge calms everything else. (None at
+        # all draws nothing from the RNG: a scripted run replays as it did before snapshots existed.)
+        self._snapshot_interval_ms = self.faults.snapshot_interval_ms
+        if self._snapshot_interval_ms > 0:
+            self._schedule(self._exp(self._snapshot_interval_ms), self._snapshot_event)
 
     # -- plumbing --------------------------------------------------------------------------------------------
 
@@ -141,6 +145,7 @@ class Simulation(FaultInjection):
         return SimNode(node_id, SimLog(self._check_log_matching, points), SimStore(points))
 
     def _start(self, node: SimNode) -> None:
+        node.log.open()  # the restart's recovery: finishes an install a crash interrupted
         try:
             node.core = RaftCore(
                 node_id=node.node_id,
@@ -268,6 +273,8 @@ class Simulation(FaultInjection):
 
     def crash(self, node_id: int) -> None:
         node = self.nodes[node_id]
+        if node.core is not None:
+            self._installs_by_dead_cores += node.core.metrics.snapshots_installed
         node.core = None
         f = self.faults
         survivors = 0
@@ -285,6 +292,37 @@ class Simulation(FaultInjection):
 
     def restart(self, node_id: int) -> None:
         self._start(self.nodes[node_id])
+
+    def wipe(self, node_id: int) -> None:
+        """Lose a down node's whole data directory (log, snapshots, quorum-state): it restarts empty.
+
+        Raft's safety assumes a voter never forgets its vote: a wiped voter may vote again in an epoch where it
+        already voted (the one-vote invariant still checks every grant), which is why Kafka refuses to format a
+        voter's directory outside its storage tool. Use it only where the vote cannot matter, e.g. a settled
+        leader that the wiped node rejoins as a follower."""
+        node = self.nodes[node_id]
+        assert not node.up, f"node {node_id} must be down to lose its data"
+        points = CrashPoints(node_id, self.rng, lambda: self.faults)
+        node.log, node.store = SimLog(self._check_log_matching, points), SimStore(points)
+
+    def take_snapshot(self, node_id: int, clean: bool = True) -> SnapshotId | None:
+        """``node_id`` snapshots its log up to its high watermark (its committed prefix, a batch boundary), then
+        (``clean``) deletes what that snapshot covers. None if it has nothing new to snapshot."""
+        node = self.nodes[node_id]
+        assert node.core is not None, f"node {node_id} is down"
+        taken = node.log.take_snapshot(node.core.high_watermark)
+        if taken is not None:
+            self.stats.snapshots_taken += 1
+        if clean:
+            node.log.clean()
+        return taken
+
+    def _snapshot_event(self) -> None:
+        self._schedule(self._exp(self._snapshot_interval_ms), self._snapshot_event)
+        up = [n for n in self.nodes.values() if n.up]
+        if up:
+            # Mostly cleaned at once: lagging nodes then need the snapshot; sometimes the log keeps its prefix.
+            self.take_snapshot(self.rng.choice(up).node_id, clean=self.rng.random() < 0.8)
 
     # -- scenario controls (public: tests script faults with these) ---------------------------------------------
 
@@ -394,176 +432,6 @@ class Simulation(FaultInjection):
                 if all(o is not None and isinstance(o.role, Follower) and o.leader_id == n.node_id for o in others):
                     return n
         return None
-
-    # -- invariants ------------------------------------------------------------------------------------------
-
-    def _violation(self, what: str) -> InvariantViolation:
-        return InvariantViolation(
-            f"seed {self.seed}, step {self.stats.steps}, t={self.now} ms: {what}\n"
-            f"  replay: python -m quorum.sim --seed {self.seed} --voters {len(self.nodes)}"
-            + (f" --bug {' --bug '.join(sorted(self.bugs))}" if self.bugs else "")
-            + "\n  nodes: "
-            + "; ".join(self._describe(n) for n in self.nodes.values())
-        )
-
-    def _describe(self, n: SimNode) -> str:
-        if n.core is None:
-            return f"{n.node_id}: down (log end {n.log.end_offset})"
-        c = n.core
-        return f"{n.node_id}: {c.role.name} epoch {c.epoch} leo {n.log.end_offset} hw {c.high_watermark}"
-
-    def _check_log_matching(self, batch: SimBatch) -> None:
-        key = (batch.base_offset, batch.epoch)
-        seen = self._seen_batches.setdefault(key, batch.chain)
-        if seen != batch.chain:
-            raise self._violation(
-                f"log matching: two different logs hold a batch at offset {batch.base_offset} in epoch {batch.epoch}"
-            )
-
-    def check_invariants(self) -> None:
-        for node in self.nodes.values():
-            core = node.core
-            if core is None:
-                continue
-            self._check_durable_election_state(node, core)
-            if isinstance(core.role, Leader):
-                leader = self._leaders.setdefault(core.epoch, node.node_id)
-                if leader != node.node_id:
-                    raise self._violation(f"two leaders in epoch {core.epoch}: {leader} and {node.node_id}")
-                self._check_leader_completeness(node)
-            hw = core.high_watermark
-            if hw < node.last_hw:
-                raise self._violation(f"node {node.node_id}'s high watermark fell from {node.last_hw} to {hw}")
-            node.last_hw = hw
-            if hw > node.checked_hw:
-                self._check_committed(node, hw)
-                node.checked_hw = hw
-        self._check_majority_durable()
-        self._check_electable_hold_committed()
-        self._settle_pending()
-
-    def _check_durable_election_state(self, node: SimNode, core: RaftCore) -> None:
-        """A node acts only on the election state it stored: epoch, vote and leader. Acting on more (a vote or a
-        leader a crash would make it forget) lets it vote twice in one epoch."""
-        stored = node.store.state or ElectionState()  # nothing stored yet: epoch 0, no leader, no vote
-        role = core.role
-        if stored.leader_epoch != core.epoch:
-            raise self._violation(f"node {node.node_id} acts in epoch {core.epoch} but stored {stored.leader_epoch}")
-        if role.voted_id != stored.voted_id:
-            raise self._violation(
-                f"node {node.node_id} acts on a vote for {role.voted_id} in epoch {core.epoch} "
-                f"but stored a vote for {stored.voted_id}"
-            )
-        # The one allowed difference: a leader that stepped down to pre-vote forgets it leads (knowing less).
-        stepped_down = isinstance(role, Prospective) and (role.leader_id, stored.leader_id) == (NO_LEADER, node.node_id)
-        if role.leader_id != stored.leader_id and not stepped_down:
-            raise self._violation(
-                f"node {node.node_id} acts on leader {role.leader_id} in epoch {core.epoch} "
-                f"but stored leader {stored.leader_id}"
-            )
-
-    def _check_leader_completeness(self, node: SimNode) -> None:
-        """Raft's Leader Completeness: whatever was committed in an earlier epoch is in this leader's log.
-        (A stale leader of an older epoch need not hold what later epochs committed.)"""
-        assert node.core is not None
-        epoch = node.core.epoch
-        end = max((b for e, b in self._committed_in.items() if e < epoch), default=0)
-        if end == 0:
-            return
-        batch = node.log.batch_ending_at(end)
-        if batch is None or batch.chain != self._committed[end]:
-            raise self._violation(
-                f"leader completeness: leader {node.node_id} (epoch {node.core.epoch if node.core else '?'}) lacks "
-                f"committed entries below offset {end}"
-            )
-
-    def _check_committed(self, node: SimNode, hw: int) -> None:
-        batch = node.log.batch_ending_at(hw)
-        if batch is None:
-            raise self._violation(f"node {node.node_id}'s high watermark {hw} is not a batch boundary of its log")
-        if hw <= self._committed_end:
-            expected = self._committed.get(hw)
-            if expected is not None and expected != batch.chain:
-                raise self._violation(f"committed prefix below {hw} differs on node {node.node_id}")
-            if expected is None:
-                raise self._violation(f"node {node.node_id} committed up to {hw}, not a committed batch boundary")
-            return
-        # Extends what is committed: the known committed prefix must be a prefix of this node's log.
-        prev = node.log.batch_ending_at(self._committed_end) if self._committed_end else None
-        if self._committed_end and (prev is None or prev.chain != self._committed[self._committed_end]):
-            raise self._violation(
-                f"node {node.node_id} commits up to {hw} on a log that does not hold the committed prefix "
-                f"below {self._committed_end}"
-            )
-        for b in node.log.batches:
-            if self._committed_end < b.last_offset + 1 <= hw:
-                self._committed[b.last_offset + 1] = b.chain
-        self._committed_end = hw
-        epoch = node.core.epoch if node.core else 0
-        self._committed_in[epoch] = max(self._committed_in.get(epoch, 0), hw)
-
-    def _check_one_vote(self, voter: int, epoch: int, candidate: int) -> None:
-        """Election safety at the voter: one vote per epoch, whatever crashes happened between two grants."""
-        first = self._votes.setdefault((voter, epoch), candidate)
-        if first != candidate:
-            raise self._violation(f"node {voter} granted its vote in epoch {epoch} to both {first} and {candidate}")
-
-    def _check_electable_hold_committed(self) -> None:
-        """Leader completeness for every node that could still win a vote, not only for leaders: a node whose log
-        lacks committed entries must be less up to date than a majority (who would refuse it their votes), else
-        it could be elected and overwrite them (Raft's Figure 8). Down nodes count with the log they restart on."""
-        end = self._committed_end
-        if end == 0:
-            return
-        chain = self._committed[end]
-        keys = {n.node_id: (n.log.last_epoch, n.log.end_offset) for n in self.nodes.values()}
-        for node in self.nodes.values():
-            held = node.log.batch_ending_at(end)
-            if held is not None and held.chain == chain:
-                continue
-            mine = keys[node.node_id]
-            supporters = sorted(i for i, k in keys.items() if k <= mine)
-            if len(supporters) >= len(self.nodes) // 2 + 1:
-                raise self._violation(
-                    f"node {node.node_id} lacks committed entries below offset {end} but its log (last epoch "
-                    f"{mine[0]}, end {mine[1]}) is as up to date as those of {supporters}, a majority: it could be "
-                    "elected and overwrite them"
-                )
-
-    def _check_majority_durable(self) -> None:
-        for node in self.nodes.values():
-            core = node.core
-            if core is None or not isinstance(core.role, Leader) or core.role.high_watermark is None:
-                continue
-            hw = core.role.high_watermark
-            durable = sum(1 for n in self.nodes.values() if n.log.durable_end >= hw)
-            if durable < core.majority:
-                raise self._violation(f"leader {node.node_id}'s high watermark {hw} is durable on only {durable} nodes")
-
-    def _settle_pending(self) -> None:
-        still = []
-        for node_id, epoch, offset, value in self._pending:
-            core = self.nodes[node_id].core
-            if core is None or core.epoch != epoch or not core.is_leader:
-                continue  # never acknowledged: the append's fate is undecided, which is allowed
-            if core.high_watermark > offset:
-                data, _ = self.nodes[node_id].log.read(offset, 1 << 20)
-                if value not in data:
-                    raise self._violation(f"acknowledged append at offset {offset} does not hold its value")
-                self.acked[offset] = value
-                self.stats.acked += 1
-            else:
-                still.append((node_id, epoch, offset, value))
-        self._pending = still
-
-    def _check_acked_present(self, node: SimNode) -> None:
-        values = b"".join(b.data for b in node.log.batches)
-        missing = [o for o, v in self.acked.items() if v not in values]
-        if missing:
-            raise self._violation(f"acknowledged appends lost on node {node.node_id}: offsets {missing[:5]}")
-        for offset in self.acked:
-            if offset >= node.log.end_offset:
-                raise self._violation(f"node {node.node_id} lacks acknowledged offset {offset}")
 
 
 def quiet_logs() -> None:

@@ -6,7 +6,10 @@ Each switch in ``quorum.raft.core.KNOWN_BUGS`` breaks one rule. The catches come
 script: a vote answered before it is persisted is lost when a crash point falls in its quorum-state write after
 the grant left, and the restarted voter grants a second candidate of the same epoch (``elections`` seeds); earlier
 epochs' entries committed by counting replicas are caught when a node holding a later epoch's entry in their place
-could still be elected (``replication`` seeds: small fetches, nodes dying as they append, resignations)."""
+could still be elected (``replication`` seeds: small fetches, nodes dying as they append, resignations); a fetched
+snapshot installed without emptying the log leaves a lagging follower whose log ends before its snapshot, or
+whose high watermark (the snapshot's end) lands on a log that does not hold the committed prefix (any mix: nodes
+snapshot and clean their logs all the time, and restarted or cut-off nodes catch up through FetchSnapshot)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from simkit import guard_progress
 from quorum.raft.core import (
     BUG_COMMIT_BY_COUNTING,
     BUG_HW_BEFORE_FSYNC,
+    BUG_INSTALL_WITHOUT_TRUNCATE,
     BUG_SKIP_DIVERGENCE_CHECK,
     BUG_VOTE_BEFORE_PERSIST,
     BUG_VOTE_PERSISTED_AS_NONE,
@@ -69,6 +73,10 @@ CASES = [
     # their place can still win a vote, and overwrite them.
     (BUG_COMMIT_BY_COUNTING, 3, "could be elected and overwrite them", FIRST_SEEDS),
     (BUG_COMMIT_BY_COUNTING, 5, "could be elected and overwrite them", MORE_SEEDS),
+    # A snapshot installed on a log left as it was: the lagging follower's log ends before the snapshot it now
+    # holds (the invariant the real log's open keeps), or its log diverges below the snapshot's end.
+    (BUG_INSTALL_WITHOUT_TRUNCATE, 3, "before its latest snapshot", FIRST_SEEDS),
+    (BUG_INSTALL_WITHOUT_TRUNCATE, 5, "before its latest snapshot", FIRST_SEEDS),
 ]
 
 
@@ -99,19 +107,21 @@ def test_unknown_bug_is_refused() -> None:
         BUG_VOTE_BEFORE_PERSIST,
         BUG_VOTE_PERSISTED_AS_NONE,
         BUG_COMMIT_BY_COUNTING,
+        BUG_INSTALL_WITHOUT_TRUNCATE,
     } == KNOWN_BUGS
     with pytest.raises(ValueError, match="unknown test bugs"):
         Simulation(0, 3, bugs=frozenset({"no-such-bug"}))
 
 
 def snapshot(sim: Simulation) -> dict[str, object]:
-    """Everything a run leaves behind: statistics, acknowledged appends, and each node's log (bytes, durability),
-    election-state history, role, epoch and high watermark."""
+    """Everything a run leaves behind: statistics, acknowledged appends, and each node's log (bytes, durability,
+    start, snapshots), election-state history, role, epoch and high watermark."""
     nodes = {}
     for node_id, node in sim.nodes.items():
         core = node.core
         nodes[node_id] = (
             [(b.base_offset, b.last_offset, b.epoch, b.data, b.chain, b.durable) for b in node.log.batches],
+            (node.log.start_offset, dict(node.log.snapshots), node.log.data()),
             list(node.store.history),
             None if core is None else (core.role.name, core.epoch, core.leader_id, core.high_watermark),
             None if core is None else dataclasses.asdict(core.metrics),
@@ -125,10 +135,11 @@ def test_same_seed_same_run(seed: int, voters: int) -> None:
     assert first.stats == second.stats
     a, b = snapshot(first), snapshot(second)
     for node_id in a["nodes"]:  # type: ignore[union-attr]
-        log_a = b"".join(batch[3] for batch in a["nodes"][node_id][0])  # type: ignore[index]
-        log_b = b"".join(batch[3] for batch in b["nodes"][node_id][0])  # type: ignore[index]
+        # What the node holds: its snapshot's batches below its log start (cleaned from the log), then its log's.
+        log_a = a["nodes"][node_id][1][2]  # type: ignore[index]
+        log_b = b["nodes"][node_id][1][2]  # type: ignore[index]
         assert log_a == log_b, f"node {node_id}'s log differs between two runs of seed {seed}"
-        assert log_a, f"node {node_id} has an empty log after seed {seed}"
+        assert log_a, f"node {node_id} holds nothing after seed {seed}"
     assert a == b
     # A different seed is a different run (the snapshot is not blind to the seed).
     assert snapshot(run(seed + 1, voters)) != a

@@ -16,11 +16,12 @@ from simkit import calm, commit, core, wait_all_hw, wait_for_leader
 from quorum.errors import Errors
 from quorum.log.batch import build_batch
 from quorum.log.quorum_state import ElectionState
+from quorum.log.snapshots import CorruptSnapshotError, SnapshotId
 from quorum.raft.messages import BeginQuorumEpochRequest, Envelope, VoteResponse
 from quorum.raft.roles import Voted
 from quorum.sim.faults import CrashPoint, CrashPoints, Faults
 from quorum.sim.harness import CLUSTER_ID, InvariantViolation, Simulation
-from quorum.sim.storage import SimLog, SimStore
+from quorum.sim.storage import SimLog, SimSnapshotInstall, SimStore
 
 
 def points(rates: dict[str, float], seed: int = 0, node_id: int = 1) -> CrashPoints:
@@ -202,4 +203,158 @@ def test_a_node_that_lacks_committed_entries_and_could_win_a_vote_is_a_violation
     log.append(batch(end - 1, core(sim, leader).epoch + 1, b"never committed"))
     # a's log (later last epoch) is as up to date as b's: a and b elect a, which overwrites the committed entry.
     with pytest.raises(InvariantViolation, match=f"node {a} lacks committed entries below offset {end}"):
+        sim.check_invariants()
+
+
+# -- snapshots ----------------------------------------------------------------------------------------------------
+
+EPOCHS = [1, 1, 2, 2, 3, 3]  # one batch per offset
+
+
+def filled(epochs: list[int] = EPOCHS, value: bytes = b"v", **kw: object) -> SimLog:
+    log = SimLog(**kw)  # type: ignore[arg-type]
+    for i, e in enumerate(epochs):
+        log.append(batch(i, e, value + str(i).encode()))
+    return log
+
+
+def installing(log: SimLog, sid: SnapshotId, data: bytes) -> SimSnapshotInstall:
+    install = log.begin_snapshot(sid)
+    install.write(0, data[:10])  # in chunks, as FetchSnapshot brings it
+    install.write(10, data[10:])
+    return install
+
+
+def test_a_snapshot_holds_the_log_prefix_and_cleaning_keeps_what_the_node_holds() -> None:
+    log = filled()
+    chains = {b.last_offset + 1: b.chain for b in log.batches}
+    whole = log.data()
+    sid = log.take_snapshot(4)
+    assert sid == SnapshotId(4, 2)  # the epoch of its last batch
+    assert log.snapshots[sid] == b"".join(b.data for b in log.batches[:4])
+    assert log.take_snapshot(3) is None and log.take_snapshot(4) is None  # not beyond the latest
+    log.clean()
+    assert (log.start_offset, log.end_offset, len(log.batches)) == (4, 6, 2)
+    # What the node holds is unchanged: the prefix lives in the snapshot (chains, bytes, epochs).
+    assert log.data() == whole
+    assert all(log.chain_at(end) == chain for end, chain in chains.items()) and log.chain_at(0) == b""
+    assert list(log.chains_between(1, 5)) == [(e, chains[e]) for e in range(2, 6)]
+    assert log.data_from(1) == whole[len(batch(0, 1, b"v0")) :]  # from the batch holding offset 1
+    assert log.end_offset_for_epoch(2) == (2, 4)  # the snapshot at the log start answers for its epoch
+    assert log.end_offset_for_epoch(1) == (-1, -1)
+    with pytest.raises(ValueError, match="below the log start"):
+        log.read(3, 100)
+    with pytest.raises(ValueError, match="below the log start"):
+        log.truncate_to(3)
+    assert log.durable_end == 4  # nothing flushed, but the snapshot is durable
+    # A second snapshot takes the first's bytes below the log start; cleaning then forgets the first.
+    second = log.take_snapshot(5)
+    assert second == SnapshotId(5, 3) and log.snapshots[second] == whole[: -len(log.batches[-1].data)]
+    log.clean()
+    assert log.snapshots.keys() == {second} and log.start_offset == 5
+    # Truncated to its start, the log is empty but its last epoch is still the snapshot's (Kafka's
+    # lastFetchedEpoch): reporting 0 would make it look less up to date than it is in a vote.
+    log.truncate_to(5)
+    assert (log.end_offset, log.last_epoch, log.epochs.entries) == (5, 3, [])
+    log.append(batch(5, 3, b"v5"))
+    assert log.chain_at(6) == chains[6]  # the chain goes on from the snapshot's
+
+
+def test_an_install_empties_the_log_to_start_at_the_snapshot() -> None:
+    leader = filled()
+    sid = leader.take_snapshot(6)
+    assert sid is not None
+    data = leader.snapshots[sid]
+    follower = filled([1, 1], b"other")  # a divergent log
+    install = installing(follower, sid, data)
+    with pytest.raises(ValueError, match="expected"):
+        install.write(3, b"x")  # chunks arrive in order
+    assert follower.install_snapshot(install) == 6
+    assert (follower.start_offset, follower.end_offset, follower.batches) == (6, 6, [])
+    assert follower.snapshots == {sid: data} and follower.last_epoch == 3 and follower.durable_end == 6
+    assert follower.chain_at(6) == leader.chain_at(6) and follower.data() == leader.data()
+    follower.append(batch(6, 4))
+    leader.append(batch(6, 4))
+    assert follower.chain_at(7) == leader.chain_at(7)
+    with pytest.raises(ValueError, match="already installed"):
+        follower.install_snapshot(install)
+
+
+@pytest.mark.parametrize("damage", ["crc", "short", "epoch", "gap"])
+def test_a_damaged_snapshot_is_refused_and_leaves_no_trace(damage: str) -> None:
+    leader = filled()
+    sid = leader.take_snapshot(6)
+    assert sid is not None
+    data = leader.snapshots[sid]
+    sizes = [len(b.data) for b in leader.batches]
+    if damage == "crc":
+        data = data[:-1] + bytes([data[-1] ^ 1])
+    elif damage == "short":
+        data = data[: -sizes[-1]]
+    elif damage == "epoch":
+        sid = SnapshotId(6, 4)
+    else:
+        data = data[: sizes[0]] + data[sum(sizes[:2]) :]
+    follower = filled([1, 1], b"other")
+    before = (follower.data(), follower.start_offset, dict(follower.snapshots))
+    with pytest.raises(CorruptSnapshotError):
+        follower.install_snapshot(installing(follower, sid, data))
+    assert (follower.data(), follower.start_offset, dict(follower.snapshots)) == before
+
+
+def test_an_install_dies_before_the_snapshot_is_durable_or_after_it_with_the_log_cut_anywhere() -> None:
+    leader = filled()
+    sid = leader.take_snapshot(6)
+    assert sid is not None
+    outcomes = set()
+    for seed in range(40):
+        follower = filled([1, 1, 1, 1], b"old", crash_points=points({"install": 1.0}, seed))
+        follower.complete_flush(follower.batches)
+        with pytest.raises(CrashPoint):
+            follower.install_snapshot(installing(follower, sid, leader.snapshots[sid]))
+        follower.crash()
+        durable = sid in follower.snapshots
+        outcomes.add((durable, follower.end_offset))
+        assert follower.reopened().end_offset == (6 if durable else 4)
+        follower.open()  # the restart finishes the install
+        if durable:
+            assert (follower.start_offset, follower.end_offset, follower.last_epoch) == (6, 6, 3)
+        else:
+            assert (follower.end_offset, follower.snapshots) == (4, {})
+    assert outcomes == {(False, 4)} | {(True, end) for end in range(5)}, outcomes
+
+
+def test_the_restart_empties_a_longer_log_of_an_older_epoch_than_the_snapshot() -> None:
+    """The leader sends a snapshot when the follower's last epoch is older than every epoch its log holds; such a
+    follower's log may end beyond the snapshot, diverging below its end. A crash after the snapshot is durable and
+    before the log is emptied must not leave that log in place (Kafka's truncateToLatestSnapshot)."""
+    leader = filled()
+    sid = leader.take_snapshot(4)
+    assert sid is not None
+    follower = filled([1] * 8, b"stale")  # epoch 1 up to offset 8: offsets 2-3 differ from the snapshot's
+    follower.snapshots[sid] = leader.snapshots[sid]  # durable, log not emptied yet
+    follower.open()
+    assert (follower.start_offset, follower.end_offset, follower.last_epoch) == (4, 4, 2)
+    assert follower.chain_at(4) == leader.chain_at(4)
+
+
+def test_a_node_whose_log_or_high_watermark_is_below_its_snapshot_is_a_violation() -> None:
+    sim = calm(1, 3)
+    leader = wait_for_leader(sim, 1000)
+    commit(sim, leader, b"committed")
+    wait_all_hw(sim, max(sim.acked) + 1)
+    follower = next(i for i in sim.nodes if i != leader)
+    log = sim.nodes[follower].log
+    sim.check_invariants()
+    epoch = core(sim, follower).epoch
+    log.snapshots[SnapshotId(log.end_offset + 5, epoch)] = b""  # as if installed without emptying the log
+    with pytest.raises(InvariantViolation, match=f"node {follower}'s log ends at {log.end_offset}, before its latest"):
+        sim.check_invariants()
+    log.snapshots.clear()
+    c = core(sim, leader)
+    c.append(c.epoch, [b"not committed yet"], sim.now)
+    llog = sim.nodes[leader].log
+    assert llog.end_offset > c.high_watermark
+    llog.snapshots[SnapshotId(llog.end_offset, c.epoch)] = b""
+    with pytest.raises(InvariantViolation, match=f"node {leader}'s high watermark {c.high_watermark} is below"):
         sim.check_invariants()

@@ -3,12 +3,15 @@
 Each seed runs 2,000 simulator steps of random faults — message loss, duplication, delays (reordering), symmetric,
 one-way and bridge partitions, crashes that lose unflushed writes (or keep some of them), restarts, slow disks,
 leader resignations, and crash points: a node dying inside a storage operation of a handler (election state written
-or not, a batch appended but not flushed, a truncation done in part) with some of its queued messages already sent,
-then restarted at once by its supervisor. Seeds take turns over three fault mixes (``quorum.sim.faults.Faults``,
-seed mod 3): classic (the steady mix: a loaded cluster, every fault now and then), elections (short timeouts, a
-jittery network, voters dying as they vote) and replication (small fetches, nodes dying as they append, frequent
-resignations). Every invariant of :class:`quorum.sim.harness.Simulation` is checked after every step; then the
-cluster heals and a leader must commit a fresh append on every node (``heal_and_converge``).
+or not, a batch appended but not flushed, a truncation or a snapshot install done in part) with some of its queued
+messages already sent, then restarted at once by its supervisor. Nodes snapshot their committed prefix and clean
+their logs up to it at random moments (then on through the heal), so restarted and cut-off nodes mostly catch up
+by fetching a snapshot (FetchSnapshot): every chunk of seeds must install snapshots, most of its seeds at least
+one. Seeds take turns over three fault mixes (``quorum.sim.faults.Faults``, seed mod 3): classic (the steady mix: a
+loaded cluster, every fault now and then), elections (short timeouts, a jittery network, voters dying as they vote)
+and replication (small fetches, nodes dying as they append, frequent resignations). Every invariant of
+:class:`quorum.sim.harness.Simulation` is checked after every step; then the cluster heals and a leader must commit
+a fresh append on every node (``heal_and_converge``).
 
 CI runs 500 seeds with 3 voters and 100 seeds with 5 voters. For a long soak set ``PYKRAFT_SIM_SEEDS`` (the number
 of 3-voter seeds; 5-voter seeds scale to a fifth of it, never fewer than the CI number), e.g.::
@@ -76,6 +79,9 @@ class Tally:
     crash_points: int = 0
     classic_seeds: int = 0
     classic_acked: int = 0  # the classic mix keeps a loaded cluster committing; the other two churn leaders
+    snapshots_taken: int = 0
+    snapshots_installed: int = 0  # FetchSnapshot installs
+    installing_seeds: int = 0  # seeds with at least one
 
     def add(self, sim: Simulation, kind: str) -> None:
         self.seeds += 1
@@ -83,6 +89,9 @@ class Tally:
         self.crashes += sim.stats.crashes
         self.crash_points += sim.stats.crash_points
         self.partitions += sim.stats.partitions
+        self.snapshots_taken += sim.stats.snapshots_taken
+        self.snapshots_installed += sim.stats.snapshots_installed
+        self.installing_seeds += sim.stats.snapshots_installed > 0
         if kind == "classic":
             self.classic_seeds += 1
             self.classic_acked += sim.stats.acked
@@ -129,9 +138,10 @@ def test_random_faults(voters: int, seeds: range) -> None:
         )
         pytest.fail(header + "\n\n" + "\n\n".join(failures), pytrace=False)
     # The chunk really was a fault soak: crashes (at crash points too), partitions, elections beyond the first,
-    # divergent logs repaired, and a loaded cluster committing. (Thresholds are a fraction of what the CI chunks
-    # see: 30-45 crashes of which 17-21 at crash points, 20-33 partitions per seed; ~190 acknowledged appends per
-    # classic seed, 5 per seed of the two churning mixes; 40-80 truncations and epochs past 30 per chunk.)
+    # divergent logs repaired, a loaded cluster committing, and lagging nodes catching up through snapshots.
+    # (Thresholds are a fraction of what the CI chunks see: 30-45 crashes of which 17-21 at crash points, 20-33
+    # partitions per seed; ~190 acknowledged appends per classic seed, 5 per seed of the two churning mixes; 40-80
+    # truncations and epochs past 30 per chunk; 68-96 snapshot installs per chunk, in 36-43 of its 50 seeds.)
     if tally.seeds >= 20:
         assert tally.crashes >= 12 * tally.seeds, tally
         assert tally.crash_points >= 6 * tally.seeds, tally
@@ -139,3 +149,5 @@ def test_random_faults(voters: int, seeds: range) -> None:
         assert tally.classic_acked >= 50 * tally.classic_seeds, tally
         assert tally.truncations >= tally.seeds // 2, tally
         assert tally.max_epoch >= 15, tally
+        assert tally.snapshots_installed >= tally.seeds, tally
+        assert tally.installing_seeds >= tally.seeds // 2, tally
