@@ -1,0 +1,258 @@
+"""Observers in the Raft core (brokers: they fetch, never vote, never count for the high watermark or the leader's
+quorum check, and find the leader by themselves). Three voters and observers driven by hand, as the asyncio node
+would drive them: messages delivered at once (dropped to or from a node that is down), flushes completing at once,
+time jumping to the earliest deadline."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from quorum.errors import Errors
+from quorum.raft.core import OBSERVER_SESSION_TIMEOUT_MS, RaftCore
+from quorum.raft.messages import Envelope, FetchRequest, FetchSnapshotRequest, VoteRequest, VoteResponse
+from quorum.raft.roles import Follower, Leader, Unattached
+from quorum.sim.harness import CLUSTER_ID, SIM_CONFIG
+from quorum.sim.storage import SimLog, SimStore
+
+CFG = SIM_CONFIG
+VOTERS = [1, 2, 3]
+BROKER = 101
+
+
+class Net:
+    def __init__(self, observers: tuple[int, ...] = (BROKER,)) -> None:
+        self.now = 0
+        self.logs: dict[int, SimLog] = {}
+        self.stores: dict[int, SimStore] = {}
+        self.cores: dict[int, RaftCore] = {}
+        self.down: set[int] = set()
+        self.sent: list[Envelope] = []
+        for n in (*VOTERS, *observers):
+            self.logs[n], self.stores[n] = SimLog(), SimStore()
+            self.cores[n] = self._make(n)
+
+    def _make(self, n: int) -> RaftCore:
+        return RaftCore(
+            node_id=n, voters=VOTERS, cluster_id=CLUSTER_ID, log=self.logs[n], store=self.stores[n], config=CFG,
+            rng=random.Random(n), now_ms=self.now,
+        )  # fmt: skip
+
+    def up(self) -> list[RaftCore]:
+        return [c for n, c in self.cores.items() if n not in self.down]
+
+    def pump(self) -> None:
+        busy = True
+        while busy:
+            busy = False
+            for core in self.up():
+                if core.poll_flush():
+                    log = core.log
+                    assert isinstance(log, SimLog)
+                    end, batches = log.begin_flush()
+                    log.complete_flush(batches)
+                    core.flushed(end, self.now)
+                    busy = True
+                for env in core.take_messages():
+                    busy = True
+                    self.sent.append(env)
+                    if env.destination in self.cores and env.destination not in self.down:
+                        self.cores[env.destination].handle(env, self.now)
+
+    def step(self) -> None:
+        self.pump()
+        self.now = max(self.now, min(c.next_deadline() for c in self.up()))
+        for core in self.up():
+            if core.next_deadline() <= self.now:
+                core.tick(self.now)
+        self.pump()
+
+    def run_until(self, done: Callable[[], bool], max_ms: int = 20_000) -> None:
+        limit = self.now + max_ms
+        while not done():
+            assert self.now < limit, f"not done within {max_ms} ms: {[(n, c.role) for n, c in self.cores.items()]}"
+            self.step()
+
+    def leader(self) -> RaftCore | None:
+        leaders = [c for c in self.up() if c.is_leader and c.high_watermark > 0]
+        return leaders[0] if len(leaders) == 1 else None
+
+    def elect(self) -> RaftCore:
+        self.run_until(lambda: self.leader() is not None)
+        leader = self.leader()
+        assert leader is not None
+        return leader
+
+    def append(self, n: int = 10) -> int:
+        """``n`` one-record batches through the leader, committed; returns the leader's log end."""
+        leader = self.elect()
+        for i in range(n):
+            leader.append(leader.epoch, [b"record-%d" % i], self.now)
+            self.step()
+        end = leader.log.end_offset
+        self.run_until(lambda: leader.high_watermark == end)
+        return end
+
+    def caught_up(self, observer: int) -> bool:
+        leader = self.leader()
+        o = self.cores[observer]
+        return leader is not None and o.log.end_offset == leader.log.end_offset == o.high_watermark
+
+    def kill(self, n: int) -> None:
+        """kill -9: the others' connections to it are reset (the transport reports it unreachable)."""
+        self.down.add(n)
+        for core in self.up():
+            core.peer_unreachable(n, self.now)
+
+    def restart(self, n: int) -> None:
+        self.down.discard(n)
+        self.logs[n] = self.logs[n].reopened()
+        self.cores[n] = self._make(n)
+
+
+def test_an_observer_finds_the_leader_and_replicates_without_voting() -> None:
+    net = Net()
+    end = net.append(20)
+    net.run_until(lambda: net.caught_up(BROKER))
+    observer, leader = net.cores[BROKER], net.leader()
+    assert leader is not None and observer.observer and not leader.observer
+    assert isinstance(observer.role, Follower) and observer.leader_id == leader.id
+    assert observer.epoch == leader.epoch and observer.log.end_offset == end
+    assert net.logs[BROKER].data() == net.logs[leader.id].data()  # byte for byte the leader's log
+    # Its first message was a fetch to a voter (it knew no leader); it never asked for a vote.
+    first = next(e for e in net.sent if e.source == BROKER)
+    assert isinstance(first.message, FetchRequest) and first.destination in VOTERS
+    assert not any(isinstance(e.message, VoteRequest) for e in net.sent if e.source == BROKER)
+    assert isinstance(leader.role, Leader) and BROKER in leader.role.observers and BROKER not in leader.role.replicas
+    assert leader.role.observers[BROKER].end_offset == end
+
+
+def test_an_observer_does_not_count_for_the_high_watermark_or_the_quorum_check() -> None:
+    net = Net()
+    net.append(5)
+    net.run_until(lambda: net.caught_up(BROKER))
+    leader = net.leader()
+    assert leader is not None
+    others = [v for v in VOTERS if v != leader.id]
+    for v in others:
+        net.kill(v)
+    hw = leader.high_watermark
+    leader.append(leader.epoch, [b"not committed"], net.now)
+    net.run_until(lambda: net.cores[BROKER].log.end_offset == leader.log.end_offset)  # the observer has it...
+    assert leader.high_watermark == hw and net.cores[BROKER].high_watermark == hw  # ...yet it is not committed
+    # Fetching all along, the observer does not keep the cut-off leader in office: check-quorum makes it resign.
+    net.run_until(lambda: not leader.is_leader, max_ms=3 * CFG.fetch_timeout_ms)
+    assert net.cores[BROKER].high_watermark == hw
+
+
+def test_an_observer_refuses_to_vote_and_never_stands() -> None:
+    net = Net()
+    net.elect()
+    observer = net.cores[BROKER]
+    request = VoteRequest(CLUSTER_ID, 2, observer.epoch + 1, 0, 0, False, 99)
+    observer.handle(Envelope(2, BROKER, request), net.now)
+    (reply,) = [e.message for e in observer.take_messages()]
+    assert isinstance(reply, VoteResponse) and not reply.vote_granted
+    # Every voter down for a long time: the observer keeps looking for a leader, in its epoch, never electing.
+    epoch = observer.epoch
+    for v in VOTERS:
+        net.kill(v)
+    net.run_until(lambda: net.now > 20 * CFG.election_timeout_ms)
+    assert observer.epoch == epoch and isinstance(observer.role, Unattached)
+    sent = [e.message for e in net.sent if e.source == BROKER]
+    assert not any(isinstance(m, VoteRequest) for m in sent)
+
+
+def test_an_observer_follows_the_next_leader_when_the_leader_dies() -> None:
+    net = Net()
+    net.append(5)
+    net.run_until(lambda: net.caught_up(BROKER))
+    old = net.leader()
+    assert old is not None
+    net.kill(old.id)
+    net.append(5)  # the two left elect a leader and commit more
+    new = net.leader()
+    assert new is not None and new.id != old.id
+    net.run_until(lambda: net.caught_up(BROKER))
+    assert net.cores[BROKER].leader_id == new.id and net.cores[BROKER].epoch == new.epoch
+
+
+def test_an_observer_finds_the_leader_soon_after_an_election() -> None:
+    """While the voters elect, the voter it asks names no leader; it asks again after the retry backoff, not after
+    an election timeout (Kafka's observers poll a random voter the same way)."""
+    net = Net()
+    net.append(5)
+    net.run_until(lambda: net.caught_up(BROKER))
+    old = net.leader()
+    assert old is not None
+    net.kill(old.id)
+    net.run_until(lambda: net.leader() is not None)
+    elected_at = net.now
+    net.run_until(lambda: net.cores[BROKER].leader_id not in (-1, old.id))
+    assert net.now - elected_at <= CFG.retry_backoff_ms + CFG.request_timeout_ms // 2
+
+
+def test_a_new_observer_starts_from_the_leaders_snapshot() -> None:
+    net = Net(observers=())
+    end = net.append(30)
+    leader = net.leader()
+    assert leader is not None
+    sid = leader.log.take_snapshot(end)  # type: ignore[attr-defined]
+    leader.log.clean()  # type: ignore[attr-defined]
+    assert sid is not None and leader.log.start_offset == end
+    net.append(3)
+    net.logs[BROKER], net.stores[BROKER] = SimLog(), SimStore()
+    net.cores[BROKER] = net._make(BROKER)
+    net.run_until(lambda: net.caught_up(BROKER))
+    observer = net.cores[BROKER]
+    assert observer.metrics.snapshots_installed == 1 and observer.log.start_offset == end
+    assert observer.log.latest_snapshot() == sid
+    assert any(isinstance(e.message, FetchSnapshotRequest) for e in net.sent if e.source == BROKER)
+
+
+def test_a_restarted_observer_rejoins_and_catches_up() -> None:
+    net = Net()
+    net.append(5)
+    net.run_until(lambda: net.caught_up(BROKER))
+    net.kill(BROKER)
+    net.append(5)
+    net.restart(BROKER)
+    assert isinstance(net.cores[BROKER].role, Follower)  # it follows the leader its quorum-state names
+    net.run_until(lambda: net.caught_up(BROKER))
+
+
+def test_a_restarted_observer_whose_leader_died_finds_the_new_one() -> None:
+    net = Net()
+    net.append(5)
+    net.run_until(lambda: net.caught_up(BROKER))
+    old = net.leader()
+    assert old is not None
+    net.kill(BROKER)
+    net.kill(old.id)
+    net.append(5)
+    net.restart(BROKER)
+    net.run_until(lambda: net.caught_up(BROKER))
+    assert net.cores[BROKER].leader_id != old.id
+
+
+def test_the_leader_forgets_an_observer_it_has_not_heard_from() -> None:
+    net = Net()
+    net.append(3)
+    net.run_until(lambda: net.caught_up(BROKER))
+    leader = net.leader()
+    assert leader is not None and isinstance(leader.role, Leader) and BROKER in leader.role.observers
+    net.kill(BROKER)
+    gone_at = net.now
+    net.run_until(lambda: net.now > gone_at + OBSERVER_SESSION_TIMEOUT_MS // 2, max_ms=OBSERVER_SESSION_TIMEOUT_MS)
+    assert leader.is_leader and BROKER in leader.role.observers  # still within its session
+    net.run_until(lambda: BROKER not in leader.role.observers, max_ms=OBSERVER_SESSION_TIMEOUT_MS)  # type: ignore[union-attr]
+    assert leader.is_leader and net.now - gone_at > OBSERVER_SESSION_TIMEOUT_MS
+
+
+def test_a_fetch_from_a_node_claiming_another_id_is_refused() -> None:
+    net = Net()
+    leader = net.elect()
+    request = FetchRequest(CLUSTER_ID, 7, leader.epoch, 0, 0, 1024, 0, 5)
+    leader.handle(Envelope(BROKER, leader.id, request), net.now)
+    replies = [e for e in leader.take_messages() if e.destination == BROKER]
+    assert [r.message.error for r in replies] == [Errors.INCONSISTENT_VOTER_SET]  # type: ignore[union-attr]
