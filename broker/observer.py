@@ -1,0 +1,197 @@
+"""A broker's metadata: the log replicated as a Raft observer, and the image built from it by the controllers' code.
+
+:class:`MetadataObserver` keeps, under the broker's metadata directory (``meta.properties`` and
+``__cluster_metadata-0/``: a controller's data directory layout):
+
+- a :class:`~quorum.raft.runtime.RaftNode` whose id is not among the voters, hence an *observer*: it finds the
+  leader by asking a random voter, fetches from it, never votes and never counts for the high watermark. A broker
+  that needs offsets the leader no longer holds (retention deleted them below its latest snapshot) fetches that
+  snapshot first (FetchSnapshot) and the log after it.
+- a :class:`~controller.quorum_controller.QuorumController` as the *image*: the committed batches go through the
+  same replay as on every controller. It is never active (a broker is no voter): it answers reads from its
+  committed state (``serve_local_reads``) and refuses writes with NOT_CONTROLLER naming the leader. It writes its
+  own snapshots under the same policy as a controller's (as Kafka's brokers do since 3.4) and, registered before
+  the observer starts, loads the latest one at once: a restarted broker replays only the log after it.
+
+The broker reports :attr:`MetadataObserver.current_metadata_offset` in its heartbeats; the controller unfences it
+once that offset reaches its registration, as Kafka's does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from pathlib import Path
+
+import structlog
+
+from controller.quorum_controller import ControllerSettings, QuorumController
+from quorum.fault import FaultHandler, LoggingFaultHandler, fault_message, spawn
+from quorum.log.log import LogConfig, MetadataLog
+from quorum.log.meta_properties import DirectoryLock, ensure_meta_properties
+from quorum.log.quorum_state import QuorumStateStore
+from quorum.raft.config import RaftConfig, VoterAddress
+from quorum.raft.roles import Follower
+from quorum.raft.runtime import RaftNode
+
+log = structlog.get_logger("broker.observer")
+
+WATCH_INTERVAL_S = 0.02  # how often the first catch-up is looked for
+STATUS_INTERVAL_S = 30.0  # how often a metadata_observer_status line is logged after it
+
+
+class MetadataObserver:
+    """Open the metadata directory (lock, ``meta.properties``, the log) at construction; :meth:`start` within the
+    running loop, :meth:`close` at the end. Raises :class:`ValueError` for a broker id that is a voter's,
+    :class:`~quorum.log.meta_properties.StorageIdentityError` for a directory of another node or cluster (or in use),
+    :class:`~quorum.log.log.LogCorruptionError` or :class:`OSError` for a log that cannot be opened."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        voters: dict[int, VoterAddress],
+        cluster_id: str,
+        data_dir: Path | str,
+        raft_config: RaftConfig | None = None,
+        log_config: LogConfig | None = None,
+        controller_settings: ControllerSettings | None = None,
+        faults: FaultHandler | None = None,
+    ) -> None:
+        if broker_id in voters:
+            raise ValueError(
+                f"broker id {broker_id} is a controller's node id in the voter set "
+                f"({','.join(map(str, voters.values()))}): a broker needs an id of its own"
+            )
+        self.broker_id = broker_id
+        self.voters = voters
+        self.cluster_id = cluster_id
+        self.data_dir = Path(data_dir)
+        self.faults: FaultHandler = faults or LoggingFaultHandler()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = DirectoryLock(self.data_dir)
+        try:
+            ensure_meta_properties(self.data_dir, cluster_id, broker_id)
+            self.log = MetadataLog.open(self.data_dir, log_config or LogConfig())
+        except BaseException:
+            self._lock.release()
+            raise
+        self.node = RaftNode(
+            node_id=broker_id,
+            voters=voters,
+            cluster_id=cluster_id,
+            log=self.log,
+            store=QuorumStateStore(self.log.dir),
+            config=raft_config or RaftConfig(),
+            faults=self.faults,
+        )
+        settings = dataclasses.replace(controller_settings or ControllerSettings(), serve_local_reads=True)
+        self.image = QuorumController(broker_id, self.node, settings, self.faults)
+        self.catch_up_seconds: float | None = None  # from start() to the first catch-up
+        self._watcher: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        started = time.monotonic()
+        self.image.start()  # registered before Raft starts: the latest snapshot is loaded now, timers not yet running
+        self.node.start()
+        log.info(
+            "metadata_observer_started",
+            broker_id=self.broker_id,
+            data_dir=str(self.data_dir),
+            voters=",".join(map(str, self.voters.values())),
+            log_start_offset=self.log.start_offset,
+            log_end_offset=self.log.end_offset,
+            loaded_offset=self.current_metadata_offset,
+            load_seconds=round(time.monotonic() - started, 3),
+        )
+        self._watcher = spawn(
+            self._watch(started),
+            name=f"metadata-observer-{self.broker_id}",
+            on_error=lambda e: self.faults.handle_fault(fault_message("watching the metadata observer", e), e),
+        )
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(BaseException):
+                await self._watcher
+        await self.image.close()
+        if self.node.core is not None:
+            await self.node.shutdown(graceful=False)  # an observer has no leadership to hand over
+        else:
+            self.log.close()
+        self._lock.release()
+
+    # -- state -----------------------------------------------------------------------------------------------
+
+    @property
+    def current_metadata_offset(self) -> int:
+        """The last offset replayed into the image (-1: none): what heartbeats report."""
+        return self.image.committed_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """Offsets below it are committed, as far as this observer has learned from the leader."""
+        return self.node.core.high_watermark if self.node.core is not None else 0
+
+    @property
+    def leader_id(self) -> int:
+        return self.node.leader_and_epoch.leader_id
+
+    @property
+    def caught_up(self) -> bool:
+        """The image holds everything below the high watermark the leader last told this observer."""
+        if not self._following():
+            return False  # no word from a leader yet: what there is to catch up with is unknown
+        return self.current_metadata_offset + 1 >= self.high_watermark
+
+    def describe(self) -> dict[str, object]:
+        latest = self.log.latest_snapshot()
+        return {
+            "leader_id": self.leader_id,
+            "epoch": self.node.leader_and_epoch.epoch,
+            "high_watermark": self.high_watermark,
+            "metadata_offset": self.current_metadata_offset,
+            "log_start_offset": self.log.start_offset,
+            "log_end_offset": self.log.end_offset,
+            "latest_snapshot": str(latest) if latest is not None else None,
+            "snapshots_installed": self.node.core.metrics.snapshots_installed if self.node.core else 0,
+            "snapshots_generated": self.image.metrics.snapshots_generated,
+        }
+
+    def _following(self) -> bool:
+        """Fetching records from a leader: not looking for one, not fetching its snapshot, and past the end of any
+        snapshot installed (right after an install the high watermark is the snapshot's end, not the leader's)."""
+        core = self.node.core
+        if core is None or not isinstance(core.role, Follower):
+            return False
+        role = core.role
+        has_records = self.log.end_offset > self.log.start_offset
+        return role.last_fetch_ok_ms is not None and role.snapshot is None and has_records
+
+    async def _watch(self, started: float) -> None:
+        """Log the first catch-up: the image holds what the high watermark was at the previous look (20 ms ago).
+        Comparing with the current one instead could take long under a steady stream of writes."""
+        previous: int | None = None
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+            if not self._following():
+                previous = None
+                continue
+            if previous is not None and self.current_metadata_offset + 1 >= previous:
+                break
+            previous = self.high_watermark
+        self.catch_up_seconds = time.monotonic() - started
+        log.info(
+            "metadata_caught_up", broker_id=self.broker_id, seconds=round(self.catch_up_seconds, 3), **self.describe()
+        )
+        while True:
+            await asyncio.sleep(STATUS_INTERVAL_S)
+            log.info("metadata_observer_status", broker_id=self.broker_id, caught_up=self.caught_up, **self.describe())
