@@ -1,16 +1,28 @@
 """The data plane's I/O: the fetch service on the broker's listener, one fetcher per leader broker, the metadata
 poller, the ISR-expiration timer and the AlterPartition sender, all around one :class:`ReplicaManager`.
 
-Brokers are not Raft observers yet, so the metadata comes from the controller: ``describe_cluster`` and
-``describe_topics`` every ``metadata_interval_ms`` (the heartbeat interval), and at once when a fetch or an
-AlterPartition answer says ours is stale. A follower fetches back to back while its leader has more than one answer
-carries, else every replica.fetch.wait.max.ms (no long poll; sooner when a throttled replica's quota refills); after
-a failure it backs off replica.fetch.backoff.ms.
+Metadata comes from one of two places:
 
-With each metadata poll the broker also reads the throttle configs (``describe_configs``): its own BROKER resource
-(``leader/follower.replication.throttled.rate``: the effective value, per-broker, else the cluster default, else
-unthrottled) and, only for topics where it holds a replica out of the ISR or under reassignment, the TOPIC resources'
-``leader/follower.replication.throttled.replicas``. A change takes effect at that poll, and is logged.
+- the broker's own metadata image (``image``: the QuorumController its Raft observer feeds, see
+  :mod:`broker.observer`), read in place (:class:`ImageMetadata`): no RPC. It is looked at every
+  :data:`IMAGE_POLL_INTERVAL_S` and rebuilt only when the maps it reads changed (each map counts its changes),
+  waiting longer after a costly rebuild so that a huge image leaves the loop to Raft and the heartbeats. Nothing is
+  applied before the image holds this broker's own registration (Kafka's brokers wait for their initial catch-up
+  likewise): a log replayed from its start passes through states long gone.
+- without an image, the active controller: ``describe_cluster`` and ``describe_topics`` over gRPC every
+  ``metadata_interval_ms`` (the heartbeat interval). Fine for a few brokers and topics; at millions of partitions
+  every broker polling every topic would swamp the controller, which is why brokers observe the log.
+
+Either way, at once when a fetch or an AlterPartition answer says ours is stale. A follower fetches back to back
+while its leader has more than one answer carries, else every replica.fetch.wait.max.ms (no long poll; sooner when
+a throttled replica's quota refills); after a failure it backs off replica.fetch.backoff.ms.
+
+With the metadata the broker also reads the throttle configs (``describe_configs``, from the image or the
+controller): its own BROKER resource (``leader/follower.replication.throttled.rate``: the effective value,
+per-broker, else the cluster default, else unthrottled) and, only for topics where it holds a replica out of the ISR
+or under reassignment, the TOPIC resources' ``leader/follower.replication.throttled.replicas``. From the controller
+they are read at every poll; from the image whenever the configs or the partitions changed. A change takes effect
+then, and is logged.
 
 The fetch listener also answers DescribeReplicas: the replicas held here, their sizes and state;
 :func:`describe_replicas` is its client.
@@ -25,6 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 import grpc
 import structlog
 
+from controller.quorum_controller import QuorumController
 from controller.requests import ConfigResource, ConfigResourceType, DescribeConfigsResult
 from pykraft.api import broker_pb2 as pb
 from pykraft.api import broker_pb2_grpc as pb_grpc
@@ -40,7 +53,7 @@ from pykraft.replica.throttle import (
     TOPIC_KEYS,
     parse_rate,
 )
-from quorum.errors import Errors
+from quorum.errors import Errors, KafkaError
 from quorum.fault import FaultHandler, fault_message, spawn
 from quorum.log.message import Uuid
 from quorum.transport.peer import SERVER_OPTIONS
@@ -49,6 +62,8 @@ log = structlog.get_logger("pykraft.replica")
 
 STATUS_INTERVAL_S = 30.0  # how often a data_plane_status line is logged
 MIN_REFRESH_GAP_S = 0.1  # metadata polls asked for by stale answers come at most this often
+IMAGE_POLL_INTERVAL_S = 0.1  # how often the local image is looked at (a few integer compares when unchanged)
+IMAGE_REBUILD_SHARE = 0.2  # at most this share of the loop's time goes to rebuilding from the image
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 << 20),
     ("grpc.max_send_message_length", 64 << 20),
@@ -102,6 +117,87 @@ def brokers_of(cluster: ClusterDescription, listener_name: str = "PLAINTEXT") ->
     for b in cluster.brokers:
         out[b.broker_id] = BrokerState(b.broker_epoch, b.fenced, b.in_controlled_shutdown, b.endpoint(listener_name))
     return out
+
+
+class ImageMetadata:
+    """This broker's partitions and every broker, read in place from a metadata image (committed state only).
+    :meth:`read` rebuilds them only when a map they come from changed: it remembers each map and its change
+    count (a snapshot load replaces the maps, hence both)."""
+
+    def __init__(self, image: QuorumController, broker_id: int, listener_name: str = "PLAINTEXT") -> None:
+        self.image = image
+        self.broker_id = broker_id
+        self.listener_name = listener_name
+        self.partitions: list[PartitionMetadata] = []
+        self.brokers: dict[int, BrokerState] = {}
+        self._metadata_seen: tuple[object, ...] = ()
+        self._configs_seen: tuple[object, ...] = ()
+
+    def ready(self, broker_epoch: int) -> bool:
+        """Does the image hold this broker's registration in ``broker_epoch`` (the offset of its record)? Then it
+        holds everything committed before the broker registered."""
+        b = self.image.cluster.brokers.committed().get(self.broker_id)
+        return b is not None and b.epoch >= broker_epoch >= 0
+
+    def read(self) -> tuple[bool, bool]:
+        """Refresh from the image: (partitions or brokers changed, configs changed) since the last call."""
+        image = self.image
+        r = image.replication
+        maps = (r.partitions, r.topics, image.cluster.brokers)
+        seen = (*maps, *(m.version for m in maps))
+        metadata_changed = not _same(seen, self._metadata_seen)
+        if metadata_changed:
+            self._metadata_seen = seen
+            self.partitions = self._partitions()
+            self.brokers = self._brokers()
+        configs = image.configs.configs
+        seen = (configs, configs.version)
+        configs_changed = not _same(seen, self._configs_seen)
+        self._configs_seen = seen
+        return metadata_changed, configs_changed
+
+    def _partitions(self) -> list[PartitionMetadata]:
+        r = self.image.replication
+        topics = r.topics.committed()
+        me = self.broker_id
+        out = []
+        for (topic_id, index), p in r.partitions.committed().items():
+            if me not in p.replicas:  # the manager skips them too: not building them saves most of the work
+                continue
+            t = topics.get(topic_id)
+            if t is None:
+                continue
+            out.append(
+                PartitionMetadata(
+                    topic_id,
+                    t.name,
+                    index,
+                    p.leader,
+                    p.leader_epoch,
+                    p.partition_epoch,
+                    p.replicas,
+                    p.isr,
+                    p.leader_recovery_state,
+                    p.adding,
+                    p.removing,
+                )
+            )
+        return out
+
+    def _brokers(self) -> dict[int, BrokerState]:
+        out = {}
+        for b in self.image.cluster.brokers.committed().values():
+            endpoint = next(((e.host, e.port) for e in b.endpoints if e.name == self.listener_name), None)
+            out[b.id] = BrokerState(b.epoch, b.fenced, b.in_controlled_shutdown, endpoint)
+        return out
+
+
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """Equal map by map (by identity: a snapshot load makes new ones) and count by count."""
+    if len(a) != len(b):
+        return False
+    half = len(a) // 2
+    return all(x is y for x, y in zip(a[:half], b[:half], strict=True)) and a[half:] == b[half:]
 
 
 class FetchService(pb_grpc.ReplicaFetchServicer):
@@ -205,8 +301,10 @@ class DataPlane:
         *,
         metadata_interval_ms: int = 2000,
         paused: bool = False,
+        image: QuorumController | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.image = ImageMetadata(image, broker_id) if image is not None else None
         self.listener = listener
         self.admin = admin
         self.broker_epoch = broker_epoch
@@ -221,6 +319,7 @@ class DataPlane:
         self.manager.request_refresh = self._refresh.set
         self.metadata_polls = 0
         self.last_poll_ms = 0.0
+        self._image_cost_ms = 0.0  # the last rebuild from the image (0 once waited for)
         self.config_polls = 0
         self._configs_failing = False
         self._server: grpc.aio.Server | None = None
@@ -231,11 +330,14 @@ class DataPlane:
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
-    async def start_server(self) -> bool:
-        """Serve fetches on the listener. False (and an error line) if it cannot be bound: the agent then runs
-        its control plane only, and followers of its partitions cannot fetch."""
+    async def start_server(self, services: Sequence[Callable[[grpc.aio.Server], None]] = ()) -> bool:
+        """Serve fetches on the listener, and ``services`` (each adds itself to the server: the agent's Controller
+        service over its image). False (and an error line) if it cannot be bound: the agent then runs its control
+        plane only, and followers of its partitions cannot fetch."""
         server = grpc.aio.server(options=SERVER_OPTIONS)
         pb_grpc.add_ReplicaFetchServicer_to_server(FetchService(self.manager), server)
+        for add in services:
+            add(server)
         bind = grpc_target(*self.listener)
         try:
             bound = server.add_insecure_port(bind)
@@ -295,6 +397,9 @@ class DataPlane:
     # -- metadata -----------------------------------------------------------------------------------------------
 
     async def poll_metadata_once(self) -> int:
+        """Apply the current metadata (and throttle configs); returns how many partitions changed state."""
+        if self.image is not None:
+            return await self._apply_image()
         started = time.perf_counter()
         cluster = await self.admin.describe_cluster(timeout_ms=self.metadata_interval_ms * 5)
         topics = await self.admin.describe_topics(timeout_ms=self.metadata_interval_ms * 5)
@@ -306,6 +411,29 @@ class DataPlane:
         self.last_poll_ms = (time.perf_counter() - started) * 1000
         return changed
 
+    async def _apply_image(self) -> int:
+        image = self.image
+        assert image is not None
+        if not image.ready(self.broker_epoch()):
+            return 0  # still catching up to its registration
+        started = time.perf_counter()
+        metadata_changed, configs_changed = image.read()
+        changed = 0
+        if metadata_changed:
+            changed = self.manager.apply_metadata(image.partitions, image.brokers)
+            self.metadata_polls += 1
+            self._sync_fetchers()
+        if metadata_changed or configs_changed:  # the topics to watch follow the partitions' state
+            await self.poll_configs(image.partitions)
+            self.last_poll_ms = self._image_cost_ms = (time.perf_counter() - started) * 1000
+        return changed
+
+    async def _describe_configs(self, resources: list[ConfigResource]) -> list[DescribeConfigsResult]:
+        timeout_ms = self.metadata_interval_ms * 5
+        if self.image is not None:
+            return await self.image.image.describe_configs(resources, timeout_ms=timeout_ms)
+        return await self.admin.describe_configs(resources, timeout_ms=timeout_ms)
+
     async def poll_configs(self, metadata: list[PartitionMetadata]) -> None:
         """Read the throttle configs: this broker's rates and, for topics where something moves, the throttled
         replicas. A failure keeps what was known (one warning until it works again)."""
@@ -315,8 +443,8 @@ class DataPlane:
             for t in sorted(self.manager.topics_to_watch(metadata))
         ]
         try:
-            results = await self.admin.describe_configs(resources, timeout_ms=self.metadata_interval_ms * 5)
-        except AdminError as e:
+            results = await self._describe_configs(resources)
+        except KafkaError as e:  # AdminError from the controller; the image's own errors (a timeout) likewise
             if not self._configs_failing:
                 log.warning("throttle_config_poll_failed", error=str(e))
             self._configs_failing = True
@@ -356,8 +484,14 @@ class DataPlane:
                 failing = False
                 if changed:
                     log.debug("metadata_applied", changed=changed, poll_ms=round(self.last_poll_ms, 1))
+            if self.image is not None:
+                # Looking at an unchanged image costs nothing; rebuilding a huge one does: wait in proportion.
+                wait = max(IMAGE_POLL_INTERVAL_S, self._image_cost_ms / 1000 / IMAGE_REBUILD_SHARE)
+                self._image_cost_ms = 0.0
+            else:
+                wait = self.metadata_interval_ms / 1000
             try:
-                await asyncio.wait_for(self._refresh.wait(), self.metadata_interval_ms / 1000)
+                await asyncio.wait_for(self._refresh.wait(), wait)
                 await asyncio.sleep(MIN_REFRESH_GAP_S)
             except TimeoutError:
                 pass
