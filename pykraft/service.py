@@ -2,6 +2,7 @@
 
 Request fields are checked here first (a message that names the field and value); Kafka's rules live in the
 controller. A node that is not the active controller answers NOT_CONTROLLER with the controller's id and endpoint.
+A broker serves it too, over its metadata image: reads from the image, writes answered NOT_CONTROLLER.
 Every request is logged as one structured event: what was asked, the result codes, the latency. The requests of
 a partition's life after creation, and the config requests, are in :mod:`pykraft.lifecycle_service`; partition
 reassignment in :mod:`pykraft.reassignment_service`.
@@ -180,7 +181,10 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, pb_grpc.Control
         async def call() -> pb.DescribeClusterResponse:
             brokers = await self.controller.describe_cluster(self._timeout(request.timeout_ms))
             now = int(time.monotonic() * 1000)
-            out = pb.DescribeClusterResponse(cluster_id=self.cluster_id, controller_id=self.controller.node_id)
+            # A broker's image answers too (serve_local_reads): the controller is then the leader it follows.
+            ctl = self.controller
+            controller_id = ctl.node_id if ctl.active else ctl.leader.leader_id
+            out = pb.DescribeClusterResponse(cluster_id=self.cluster_id, controller_id=controller_id)
             for b in brokers:
                 last = self.controller.cluster.last_contact_ms(b.id)
                 out.brokers.add(
