@@ -10,7 +10,15 @@ behind and leave their ISRs after replica.lag.time.max.ms.
 first sees it (a reassignment's new replicas start empty and copy the leader's log); ``--disk-rate`` bounds the bytes
 the agent appends as a follower; the replication throttles come from the controller's dynamic configs (see
 :mod:`pykraft.replica.throttle`). ``--metrics-port`` serves Prometheus metrics on 127.0.0.1
-(:mod:`pykraft.broker_metrics`)."""
+(:mod:`pykraft.broker_metrics`).
+
+With ``--controller-quorum-voters`` (and ``--metadata-dir``) the agent replicates the metadata log as a Raft observer
+(:mod:`broker.observer`) and keeps its own image: heartbeats report the image's offset (so the controller unfences
+it only once it has caught up with its registration), the data plane reads topics, brokers and throttle configs from
+the image instead of polling the controller, and the listener also serves the Controller service over the image —
+reads answered locally, writes refused with NOT_CONTROLLER naming the leader. Without the voters the agent polls the
+controller as before (``describe_cluster``/``describe_topics`` every heartbeat interval) and reports the offset the
+controller tells it: enough for a few brokers, not for millions of partitions."""
 
 from __future__ import annotations
 
@@ -18,16 +26,31 @@ import argparse
 import asyncio
 import signal
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+import grpc
 import structlog
 
+from controller.configs import BROKER_CONFIGS
+from controller.quorum_controller import ControllerSettings
 from pykraft.broker_metrics import serve_broker_metrics
 from pykraft.client import AdminClient, AdminError
+from pykraft.node import CONTROLLER_CONFIGS, controller_settings, int_property
 from pykraft.replica.data_plane import DataPlane
 from pykraft.replica.partition import ReplicaConfig
+from pykraft.service import ControllerService
 from quorum.errors import Errors
 from quorum.fault import FaultHandler, LoggingFaultHandler, ProcessTerminatingFaultHandler
+from quorum.log.log import LogConfig, LogCorruptionError
 from quorum.log.message import Uuid
+from quorum.log.meta_properties import META_PROPERTIES, StorageIdentityError, read_properties
+from quorum.raft.config import RaftConfig, VoterAddress, parse_voters
+
+if TYPE_CHECKING:
+    from broker.observer import MetadataObserver
 
 log = structlog.get_logger("pykraft.broker")
 
@@ -67,7 +90,99 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metrics-port", type=int, default=0, help="serve Prometheus metrics on 127.0.0.1:PORT (default 0: off)"
     )
+    p.add_argument(
+        "--controller-quorum-voters",
+        metavar="ID@HOST:PORT,...",
+        help="controller.quorum.voters: replicate the metadata log as a Raft observer (needs --metadata-dir)",
+    )
+    p.add_argument(
+        "--metadata-dir", metavar="DIR", help="metadata.log.dir: the observer's meta.properties and log copy"
+    )
+    p.add_argument(
+        "--cluster-id", help="the cluster's id (default: the metadata dir's meta.properties, else the controllers')"
+    )
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a metadata log, snapshot, controller.quorum.* or broker config, e.g. "
+        "metadata.log.max.record.bytes.between.snapshots=1048576 (repeatable; with the observer)",
+    )
     p.add_argument("--data-dir-tag", help=argparse.SUPPRESS)  # lets `pykraft cluster down` recognise its processes
+
+
+LOG_CONFIGS = ("metadata.log.segment.bytes", "metadata.max.retention.bytes", "metadata.max.retention.ms")
+
+
+@dataclass
+class ObserverSettings:
+    """What the metadata observer is built from (see :func:`observer_settings`)."""
+
+    voters: dict[int, VoterAddress]
+    metadata_dir: Path
+    cluster_id: str | None
+    raft: RaftConfig
+    log: LogConfig
+    controller: ControllerSettings
+
+
+def observer_settings(args: argparse.Namespace) -> ObserverSettings | None:
+    """The observer's settings from the command line; None without ``--controller-quorum-voters`` (the agent then
+    polls the controller). Raises ValueError for a usage error (one line)."""
+    if not args.controller_quorum_voters:
+        if args.metadata_dir or args.override or args.cluster_id:
+            raise ValueError("--metadata-dir, --cluster-id and --override need --controller-quorum-voters")
+        return None
+    if not args.metadata_dir:
+        raise ValueError("--controller-quorum-voters needs --metadata-dir: where the observer keeps its log")
+    voters = parse_voters(args.controller_quorum_voters)
+    if args.broker_id in voters:
+        raise ValueError(
+            f"--broker-id {args.broker_id} is a controller's node id in --controller-quorum-voters: "
+            "a broker needs an id of its own"
+        )
+    props: dict[str, str] = {}
+    for item in args.override:
+        name, eq, value = item.partition("=")
+        name = name.strip()
+        if not eq:
+            raise ValueError(f"--override {item!r}: expected NAME=VALUE")
+        known = name in RaftConfig.KAFKA_NAMES or name in LOG_CONFIGS or name in CONTROLLER_CONFIGS
+        if not known and name not in BROKER_CONFIGS:
+            raise ValueError(f"--override {name}: not a config the broker agent knows")
+        props[name] = value.strip()
+    log_config = LogConfig(
+        segment_bytes=int_property(props, "metadata.log.segment.bytes", LogConfig.segment_bytes),
+        retention_bytes=int_property(props, "metadata.max.retention.bytes", LogConfig.retention_bytes),
+        retention_ms=int_property(props, "metadata.max.retention.ms", LogConfig.retention_ms),
+    )
+    return ObserverSettings(
+        voters,
+        Path(args.metadata_dir),
+        args.cluster_id,
+        RaftConfig.from_properties(props),
+        log_config,
+        controller_settings(props),
+    )
+
+
+async def resolve_cluster_id(settings: ObserverSettings, admin: AdminClient) -> str:
+    """``--cluster-id``, else the one the metadata dir was formatted with, else the controllers' (DescribeCluster,
+    retried until they answer): the observer's fetches carry it, and the voters refuse another."""
+    if settings.cluster_id:
+        return settings.cluster_id
+    meta = settings.metadata_dir / META_PROPERTIES
+    if meta.exists():
+        cluster_id = read_properties(meta).get("cluster.id")
+        if cluster_id:
+            return cluster_id
+    while True:
+        try:
+            return (await admin.describe_cluster()).cluster_id
+        except AdminError as e:
+            log.warning("cluster_id_unknown", error=str(e), reason="the controllers did not answer DescribeCluster")
+            await asyncio.sleep(1)
 
 
 class BrokerAgent:
@@ -82,16 +197,19 @@ class BrokerAgent:
         replica_config: ReplicaConfig | None = None,
         pause_replication: bool = False,
         faults: FaultHandler | None = None,
+        admin: AdminClient | None = None,
+        observer: MetadataObserver | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.rack = rack
         self.listener = listener
         self.interval = heartbeat_interval_ms / 1000
-        self.admin = AdminClient(bootstrap, request_timeout_ms=5000, default_api_timeout_ms=15_000)
+        self.admin = admin or AdminClient(bootstrap, request_timeout_ms=5000, default_api_timeout_ms=15_000)
         self.incarnation = str(Uuid.random())
         self.epoch = -1
-        self.metadata_offset = -1
+        self.metadata_offset = -1  # without an observer: the offset the controller last told us
         self.fenced = True
+        self.observer = observer
         self.data_plane = DataPlane(
             broker_id,
             listener,
@@ -101,7 +219,20 @@ class BrokerAgent:
             faults or LoggingFaultHandler(),
             metadata_interval_ms=heartbeat_interval_ms,
             paused=pause_replication,
+            image=observer.image if observer is not None else None,
         )
+
+    @property
+    def current_metadata_offset(self) -> int:
+        """What heartbeats report: the observer's image, or (without one) what the controller last said."""
+        return self.observer.current_metadata_offset if self.observer is not None else self.metadata_offset
+
+    def services(self) -> list[Callable[[grpc.aio.Server], None]]:
+        """Served on the listener beside fetches: the Controller service over the image, when there is one."""
+        if self.observer is None:
+            return []
+        o = self.observer
+        return [ControllerService(o.image, o.cluster_id, o.voters).add_to_server]
 
     async def register(self) -> None:
         while True:
@@ -109,7 +240,13 @@ class BrokerAgent:
                 self.epoch = await self.admin.register_broker(
                     self.broker_id, self.incarnation, self.rack, [("PLAINTEXT", *self.listener)]
                 )
-                log.info("broker_registered", broker_id=self.broker_id, broker_epoch=self.epoch, rack=self.rack)
+                log.info(
+                    "broker_registered",
+                    broker_id=self.broker_id,
+                    broker_epoch=self.epoch,
+                    rack=self.rack,
+                    metadata_offset=self.current_metadata_offset,
+                )
                 return
             except AdminError as e:
                 log.warning("broker_registration_failed", broker_id=self.broker_id, error=str(e))
@@ -117,10 +254,9 @@ class BrokerAgent:
 
     async def heartbeat(self, want_shutdown: bool = False) -> bool:
         """One heartbeat; True if the controller says to shut down."""
+        offset = self.current_metadata_offset
         try:
-            r = await self.admin.heartbeat(
-                self.broker_id, self.epoch, self.metadata_offset, want_shutdown=want_shutdown
-            )
+            r = await self.admin.heartbeat(self.broker_id, self.epoch, offset, want_shutdown=want_shutdown)
         except AdminError as e:
             if e.code in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
                 log.warning("broker_reregistering", broker_id=self.broker_id, reason=str(e))
@@ -131,11 +267,18 @@ class BrokerAgent:
         self.metadata_offset = max(self.metadata_offset, r.metadata_offset)
         if r.is_fenced != self.fenced:
             self.fenced = r.is_fenced
-            log.info("broker_fencing_changed", broker_id=self.broker_id, fenced=r.is_fenced)
+            log.info(
+                "broker_fencing_changed",
+                broker_id=self.broker_id,
+                fenced=r.is_fenced,
+                broker_epoch=self.epoch,  # the offset of its registration: what it had to catch up with
+                metadata_offset=offset,
+            )
         return r.should_shut_down
 
     async def run(self, stop: asyncio.Event) -> None:
-        await self.data_plane.start_server()  # up before registering: followers find it through the registration
+        # Up before registering: followers find it through the registration.
+        await self.data_plane.start_server(self.services())
         await self.register()
         self.data_plane.start()
         while not stop.is_set():
@@ -168,7 +311,7 @@ def replica_config(args: argparse.Namespace) -> ReplicaConfig:
     )
 
 
-async def _main(args: argparse.Namespace) -> int:
+async def _main(args: argparse.Namespace, settings: ObserverSettings | None) -> int:
     structlog.contextvars.bind_contextvars(broker_id=args.broker_id)
     host, port = "127.0.0.1", 9000 + args.broker_id
     if args.listener:
@@ -178,29 +321,66 @@ async def _main(args: argparse.Namespace) -> int:
             return 2
         host, port = h, int(p)
     config = replica_config(args)
-    agent = BrokerAgent(
-        args.broker_id,
-        args.rack,
-        args.bootstrap_server,
-        (host, port),
-        args.heartbeat_interval_ms,
-        replica_config=config,
-        pause_replication=args.pause_replication,
-        faults=ProcessTerminatingFaultHandler(),
-    )
-    if args.metrics_port:
-        try:
-            serve_broker_metrics(agent.data_plane.manager, "127.0.0.1", args.metrics_port)
-        except OSError as e:
-            print(f"pykraft broker: cannot serve metrics on 127.0.0.1:{args.metrics_port}: {e}", file=sys.stderr)
-            return 2
-        log.info("broker_metrics_listening", url=f"http://127.0.0.1:{args.metrics_port}/metrics")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGUSR1, lambda: agent.data_plane.set_paused(not agent.data_plane.paused))
-    await agent.run(stop)
+    faults = ProcessTerminatingFaultHandler()
+    async with AdminClient(args.bootstrap_server, request_timeout_ms=5000, default_api_timeout_ms=15_000) as admin:
+        observer = None
+        if settings is not None:
+            # Imported here: every other command of the CLI parses its arguments through this module.
+            from broker.observer import MetadataObserver
+
+            resolving = asyncio.ensure_future(resolve_cluster_id(settings, admin))
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait([resolving, stopping], return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not resolving.done():  # stopped while the controllers were still unreachable
+                resolving.cancel()
+                return 0
+            try:
+                observer = MetadataObserver(
+                    args.broker_id,
+                    settings.voters,
+                    resolving.result(),
+                    settings.metadata_dir,
+                    settings.raft,
+                    settings.log,
+                    settings.controller,
+                    faults,
+                )
+            except (StorageIdentityError, LogCorruptionError, OSError) as e:
+                print(f"pykraft broker: {e}", file=sys.stderr)
+                return 1
+        agent = BrokerAgent(
+            args.broker_id,
+            args.rack,
+            args.bootstrap_server,
+            (host, port),
+            args.heartbeat_interval_ms,
+            replica_config=config,
+            pause_replication=args.pause_replication,
+            faults=faults,
+            admin=admin,
+            observer=observer,
+        )
+        try:
+            if args.metrics_port:
+                try:
+                    serve_broker_metrics(agent.data_plane.manager, "127.0.0.1", args.metrics_port)
+                except OSError as e:
+                    where = f"127.0.0.1:{args.metrics_port}"
+                    print(f"pykraft broker: cannot serve metrics on {where}: {e}", file=sys.stderr)
+                    return 2
+                log.info("broker_metrics_listening", url=f"http://127.0.0.1:{args.metrics_port}/metrics")
+            if observer is not None:
+                observer.start()  # catching up starts now, before registering
+            loop.add_signal_handler(signal.SIGUSR1, lambda: agent.data_plane.set_paused(not agent.data_plane.paused))
+            await agent.run(stop)
+        finally:
+            if observer is not None:
+                await observer.close()
     return 0
 
 
@@ -212,7 +392,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"pykraft broker: --metrics-port {args.metrics_port} is not a port", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(_main(args))
+        settings = observer_settings(args)
+        return asyncio.run(_main(args, settings))
     except ValueError as e:
         print(f"pykraft broker: {e}", file=sys.stderr)
         return 2
