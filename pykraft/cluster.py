@@ -2,9 +2,11 @@
 
 ``up`` starts 3 controller nodes and 6 broker agents over 3 racks (by default) as background processes, data and
 logs under ``--data-dir`` (./data), waits until a controller leads and every broker is unfenced, and returns,
-printing the bootstrap servers. Ports 9091.. are used when free, otherwise free ones are chosen. ``cluster.json``
-in the data directory records what was started, so ``down`` stops exactly those processes (by PID, checked
-against their command line) — brokers first (controlled shutdown), then controllers (the leader resigns).
+printing the bootstrap servers. Each broker replicates the metadata log as a Raft observer into its own
+``broker-<id>/metadata`` directory (and is unfenced once it has caught up with its registration). Ports 9091.. are
+used when free, otherwise free ones are chosen. ``cluster.json`` in the data directory records what was started, so
+``down`` stops exactly those processes (by PID, checked against their command line) — brokers first (controlled
+shutdown), then controllers (the leader resigns).
 """
 
 from __future__ import annotations
@@ -193,6 +195,7 @@ def up(args: argparse.Namespace) -> int:
     for j in range(args.brokers):
         broker_id = 101 + j
         rack = f"rack-{j % args.racks + 1}"
+        metadata_dir = data_dir / f"broker-{broker_id}" / "metadata"
         args_ = [
             *py,
             "broker",
@@ -204,6 +207,12 @@ def up(args: argparse.Namespace) -> int:
             bootstrap,
             "--listener",
             f"127.0.0.1:{broker_ports[j]}",
+            "--controller-quorum-voters",
+            voters,
+            "--metadata-dir",
+            str(metadata_dir),
+            "--cluster-id",
+            cluster_id,
             "--data-dir-tag",
             str(data_dir),
             "--produce-rate",
@@ -215,7 +224,16 @@ def up(args: argparse.Namespace) -> int:
             *broker_options,
         ]
         pid = _spawn(args_, data_dir / f"broker-{broker_id}.log")
-        brokers.append({"id": broker_id, "rack": rack, "pid": pid, "metrics_port": broker_metrics[j]})
+        brokers.append(
+            {
+                "id": broker_id,
+                "rack": rack,
+                "pid": pid,
+                "port": broker_ports[j],
+                "metrics_port": broker_metrics[j],
+                "metadata_dir": str(metadata_dir),
+            }
+        )
     state = {
         "cluster_id": cluster_id,
         "bootstrap": bootstrap,

@@ -1,7 +1,8 @@
 """The Docker packaging, checked without Docker: every docker-compose.yml service runs a valid ``pykraft`` command
 (parsed by the real CLI parser, and for nodes turned into settings the way ``pykraft node`` does), the controllers
-agree on one voter set that names exactly themselves, brokers bootstrap from those controllers, and the image's
-entry point is ``pykraft``. Also ``make -n run`` (printed, not executed) starts the local cluster."""
+agree on one voter set that names exactly themselves, brokers bootstrap from those controllers and observe the same
+voter set into a volume of their own, and the image's entry point is ``pykraft``. Also ``make -n run`` (printed,
+not executed) starts the local cluster."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 import yaml
 from e2e_helpers import REPO
 
+from pykraft.broker import observer_settings
 from pykraft.cli import build_parser
 from pykraft.node import settings_from_args
 from quorum.raft.config import parse_voters
@@ -116,6 +118,25 @@ def test_dockerfile_entrypoint_is_pykraft() -> None:
         package = pattern.rstrip("*")
         assert (REPO / package).is_dir() and package in copied, f"package {package} is not copied: {copied}"
     assert {"pyproject.toml", project["project"]["readme"]} <= copied, copied
+
+
+def test_brokers_observe_the_controllers_voter_set_into_their_own_volume(capsys: pytest.CaptureFixture[str]) -> None:
+    services = compose()["services"]
+    parsed = parsed_services(capsys)
+    voters = next(a.controller_quorum_voters for a in parsed.values() if a.command == "node")
+    volumes = set(compose().get("volumes") or {})
+    mounted: list[str] = []
+    for name, args in parsed.items():
+        if args.command != "broker":
+            continue
+        assert args.controller_quorum_voters == voters, f"{name}: observes {args.controller_quorum_voters}"
+        settings = observer_settings(args)  # what `pykraft broker` does first: flags, voter and id checks
+        assert settings is not None and settings.voters == parse_voters(voters), name
+        mounts = [str(v).split(":") for v in services[name].get("volumes", [])]
+        holding = [vol for vol, target, *_ in mounts if args.metadata_dir.startswith(target.rstrip("/") + "/")]
+        assert len(holding) == 1 and holding[0] in volumes, f"{name}: --metadata-dir {args.metadata_dir} on {mounts}"
+        mounted += holding
+    assert len(mounted) == len(set(mounted)) == 6, f"brokers share metadata volumes: {mounted}"
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
