@@ -46,7 +46,8 @@ def run_pykraft(*args: str, timeout: float = 120, cwd: Path | None = None) -> su
 
 @dataclass
 class BrokerProcess:
-    """One ``pykraft broker`` agent process; ended by its own PID only."""
+    """One ``pykraft broker`` agent process; ended by its own PID only. With ``voters`` and ``metadata_dir`` it
+    replicates the metadata log as a Raft observer (else it polls the controller)."""
 
     broker_id: int
     rack: str
@@ -54,12 +55,22 @@ class BrokerProcess:
     log_path: Path
     listener_port: int
     proc: subprocess.Popen[bytes] | None = None
+    voters: str | None = None
+    metadata_dir: Path | None = None
+    extra_args: list[str] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.listener_port}"
 
     def start(self) -> None:
         args = pykraft_cmd(
             "broker", "--broker-id", str(self.broker_id), "--rack", self.rack, "--bootstrap-server", self.bootstrap,
             "--listener", f"127.0.0.1:{self.listener_port}",
         )  # fmt: skip
+        if self.voters is not None and self.metadata_dir is not None:
+            args += ["--controller-quorum-voters", self.voters, "--metadata-dir", str(self.metadata_dir)]
+        args += self.extra_args
         with self.log_path.open("ab") as out:
             env = {**os.environ, "PYTHONUNBUFFERED": "1"}
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
