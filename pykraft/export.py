@@ -31,6 +31,7 @@ from quorum.log.meta_properties import META_PROPERTIES, read_properties
 from quorum.log.quorum_state import QUORUM_STATE_NAME
 from quorum.log.reader import SNAPSHOT_SUFFIX, Damage, parse_snapshot_name, scan_file
 from quorum.log.segment import SUFFIX, segment_name
+from quorum.log.snapshots import SnapshotId
 from quorum.transport.pb import quorum_pb2 as pb
 from quorum.transport.pb import quorum_pb2_grpc as pb_grpc
 
@@ -72,6 +73,18 @@ class _SegmentWriter:
             self.bytes += len(chunk)
             pos += length
 
+    def write_snapshot(self, name: str, data: bytes) -> None:
+        """The next piece of the snapshot the log starts at (it comes first, before any batch)."""
+        if SnapshotId.parse(name) is None:
+            raise ValueError(f"the node sent a snapshot named {name!r}, not a snapshot file name")
+        key = f"{METADATA_PARTITION_DIR}/{name}"
+        with (self.dir / name).open("ab") as f:
+            f.write(data)
+        entry = self.files.setdefault(key, {"bytes": 0, "sha256": hashlib.sha256()})
+        entry["bytes"] += len(data)
+        entry["sha256"].update(data)
+        self.bytes += len(data)
+
     def _roll(self, base_offset: int) -> None:
         self.close()
         self._name = segment_name(base_offset)
@@ -80,6 +93,9 @@ class _SegmentWriter:
         self._size = 0
 
     def close(self) -> None:
+        for entry in self.files.values():
+            if not isinstance(entry["sha256"], str):
+                entry["sha256"] = entry["sha256"].hexdigest()
         if self._file is not None:
             self._file.close()
             self.files[f"{METADATA_PARTITION_DIR}/{self._name}"] = {
@@ -115,6 +131,8 @@ async def export_online(bootstrap: str, out: Path, segment_bytes: int = DEFAULT_
                     "epoch": chunk.leader_epoch,
                     "log_start_offset": chunk.log_start_offset,
                 }
+            if chunk.snapshot_name:
+                writer.write_snapshot(chunk.snapshot_name, chunk.snapshot_data)
             if chunk.batches:
                 writer.write(chunk.batches, chunk.first_offset)
             _progress(writer.bytes, chunk.next_offset, meta["high_watermark"], started, last)

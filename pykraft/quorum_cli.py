@@ -44,6 +44,25 @@ def render(resp: pb.DescribeQuorumResponse, output: str) -> str:
         }
         for v in resp.voters
     ]
+    voters += [
+        {
+            "id": o.replica_id,
+            "logEndOffset": o.log_end_offset,
+            "lag": o.lag,
+            "lastFetchAgeMs": o.last_fetch_age_ms,
+            "status": "Observer",
+        }
+        for o in resp.observers
+    ]
+    snapshot = (
+        {
+            "endOffset": resp.latest_snapshot_end_offset,
+            "epoch": resp.latest_snapshot_epoch,
+            "bytes": resp.latest_snapshot_bytes,
+        }
+        if resp.latest_snapshot_end_offset >= 0
+        else None
+    )
     if output == "json":
         return json.dumps(
             {
@@ -53,6 +72,8 @@ def render(resp: pb.DescribeQuorumResponse, output: str) -> str:
                 "highWatermark": resp.high_watermark,
                 "answeredBy": resp.node_id,
                 "answeredByRole": resp.role,
+                "logStartOffset": resp.log_start_offset,
+                "latestSnapshot": snapshot,
                 "voters": voters,
             }
         )
@@ -62,6 +83,9 @@ def render(resp: pb.DescribeQuorumResponse, output: str) -> str:
         f"LeaderEpoch:    {resp.leader_epoch}",
         f"HighWatermark:  {resp.high_watermark}",
         f"AnsweredBy:     node {resp.node_id} ({resp.role})",
+        f"LogStartOffset: {resp.log_start_offset}",
+        "LatestSnapshot: "
+        + (f"{snapshot['endOffset']}-{snapshot['epoch']} ({snapshot['bytes']:,} bytes)" if snapshot else "none"),
         "",
         f"{'NodeId':<8}{'LogEndOffset':>14}{'Lag':>8}{'LastFetchAgeMs':>16}  Status",
     ]

@@ -10,9 +10,15 @@ durability only through the flush it requests) and makes its epoch and vote dura
 
 Replication is Kafka's *pull* model: followers fetch from the leader with their log end offset and last epoch; the
 leader checks that pair against its epoch cache and answers with records or with the point where the follower's
-log diverges. A follower fetches again only once what it appended is flushed, so its fetch offset tells the leader
+log diverges — or, when the follower needs offsets below the leader's log start (retention deleted them), with the
+id of its latest snapshot, which the follower pulls in chunks (FetchSnapshot), installs, and fetches on from.
+A follower fetches again only once what it appended is flushed, so its fetch offset tells the leader
 exactly what it holds durably. The high watermark is the largest offset durable on a majority (the leader counted
 only after its own flush) once it passes the start of the leader's epoch.
+
+An *observer* (a node not among the voters: a broker) replicates the log the same way but never votes, never
+stands for election and never counts for the high watermark. It finds the leader by itself: with no leader known
+it fetches from a random voter, whose refusal names the leader and epoch (Kafka's observers do the same).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from quorum.errors import Errors, NotLeaderError
 from quorum.log.batch import CorruptBatchError, iter_batches
 from quorum.log.control import LeaderChangeMessage, Voter, encode_control
 from quorum.log.quorum_state import ElectionState
+from quorum.log.snapshots import CorruptSnapshotError, SnapshotId
 from quorum.raft.accumulator import BatchAccumulator
 from quorum.raft.config import RaftConfig
 from quorum.raft.messages import (
@@ -39,14 +46,18 @@ from quorum.raft.messages import (
     Envelope,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Message,
     VoteRequest,
     VoteResponse,
 )
 from quorum.raft.roles import Candidate, Follower, Leader, Prospective, ReplicaState, Resigned, Role, Unattached, Voted
-from quorum.raft.storage import ElectionStore, RaftLog
+from quorum.raft.storage import ElectionStore, RaftLog, SnapshotInstall
 
 log = structlog.get_logger("quorum.raft")
+
+OBSERVER_SESSION_TIMEOUT_MS = 300_000  # the leader forgets an observer it has not heard from for this long
 
 # Test-only rule breakers: the simulation must catch each of them (proof that its invariants can fail).
 BUG_HW_BEFORE_FSYNC = "count-leader-before-fsync"
@@ -54,6 +65,7 @@ BUG_SKIP_DIVERGENCE_CHECK = "skip-divergence-check"
 BUG_VOTE_BEFORE_PERSIST = "reply-to-vote-before-persisting"
 BUG_VOTE_PERSISTED_AS_NONE = "persist-vote-as-none"
 BUG_COMMIT_BY_COUNTING = "commit-earlier-epoch-by-counting"
+BUG_INSTALL_WITHOUT_TRUNCATE = "install-snapshot-without-truncating"
 KNOWN_BUGS = frozenset(
     {
         BUG_HW_BEFORE_FSYNC,
@@ -61,6 +73,7 @@ KNOWN_BUGS = frozenset(
         BUG_VOTE_BEFORE_PERSIST,
         BUG_VOTE_PERSISTED_AS_NONE,
         BUG_COMMIT_BY_COUNTING,
+        BUG_INSTALL_WITHOUT_TRUNCATE,
     }
 )
 
@@ -78,6 +91,8 @@ class CoreMetrics:
     committed_offset_advances: int = 0
     truncations: int = 0
     resignations: int = 0
+    snapshots_installed: int = 0
+    snapshot_bytes_fetched: int = 0
 
 
 class RaftCore:
@@ -95,11 +110,10 @@ class RaftCore:
         wall_offset_ms: int = 0,
         bugs: frozenset[str] = frozenset(),
     ) -> None:
-        if node_id not in voters:
-            raise ValueError(f"node {node_id} is not among the voters {sorted(voters)}")
         if bugs - KNOWN_BUGS:
             raise ValueError(f"unknown test bugs {sorted(bugs - KNOWN_BUGS)}")
         self.id = node_id
+        self.observer = node_id not in voters
         self.voters = tuple(sorted(voters))
         self.others = tuple(v for v in self.voters if v != node_id)
         self.majority = len(self.voters) // 2 + 1
@@ -111,9 +125,15 @@ class RaftCore:
         self.wall_offset_ms = wall_offset_ms
         self.bugs = bugs
         self.metrics = CoreMetrics()
-        self.high_watermark = 0  # offsets below it are committed, as far as this node knows
+        # Offsets below it are committed, as far as this node knows; a snapshot holds only committed offsets.
+        snapshot = log.latest_snapshot()
+        self.high_watermark = snapshot.end_offset if snapshot is not None else 0
         self._outbox: list[Envelope] = []
         self._correlation = 0
+        self._bootstrap_correlation: int | None = None  # an observer's fetch to a random voter, to find the leader
+        self._bootstrap_target: int | None = None  # the voter it went to
+        # An observer's leader lost: (epoch, leader, until) — voters that have not noticed yet still name it.
+        self._lost_leader: tuple[int, int, int] | None = None
         self._vote_sent: dict[int, int] = {}  # voter -> when the current election's request went out
         self._flush_needed = False
         self._flush_in_flight = False
@@ -121,6 +141,8 @@ class RaftCore:
         self._truncated_below: int | None = None  # lowest truncation point since the running flush began
         self._log = log_ = structlog.get_logger("quorum.raft").bind(node_id=node_id)
         self.role: Role = self._restore(now_ms)
+        if self.observer and self.role.leader_id == NO_LEADER:
+            self._bootstrap_fetch(self.role, now_ms)
         log_.info("raft_started", role=self.role.name, epoch=self.role.epoch, log_end_offset=log.end_offset)
 
     # -- state -----------------------------------------------------------------------------------------------
@@ -164,7 +186,7 @@ class RaftCore:
         r = self.role
         if isinstance(r, Leader):
             deadlines = [r.check_quorum_deadline, r.begin_epoch_resend_at]
-            deadlines += [s.parked_deadline for s in r.replicas.values() if s.parked is not None]
+            deadlines += [s.parked_deadline for _, s in r.all_replicas() if s.parked is not None]
             linger = r.accumulator.next_deadline()
             if linger is not None:
                 deadlines.append(linger)
@@ -196,10 +218,10 @@ class RaftCore:
             self._tick_leader(r, now)
         elif isinstance(r, Follower):
             if now >= r.fetch_deadline:
-                self._to_prospective(now, f"no fetch from leader {r.leader_id} for {self.config.fetch_timeout_ms} ms")
+                self._leader_lost(now, f"no fetch from leader {r.leader_id} for {self.config.fetch_timeout_ms} ms")
             elif r.prospective_at is not None and now >= r.prospective_at:
                 why = "leader resigned" if r.leader_resigned else f"connection to leader {r.leader_id} lost"
-                self._to_prospective(now, why)
+                self._leader_lost(now, why)
             elif r.fetch_correlation is not None and now >= r.fetch_sent_ms + self.config.request_timeout_ms:
                 self._send_fetch(r, now)  # the request or its answer was lost
             elif r.fetch_correlation is None and not r.awaiting_flush and now >= r.fetch_sent_ms:
@@ -209,6 +231,9 @@ class RaftCore:
                 self._to_prospective(now, "resigned leader's election timeout")
             elif r.unacknowledged and now >= r.resend_at:
                 self._send_end_quorum_epoch(r, now)
+        elif self.observer:
+            if now >= r.election_deadline:
+                self._bootstrap_fetch(r, now)
         elif isinstance(r, Candidate) and r.backoff_until is not None and now >= r.backoff_until:
             self._to_prospective(now, "vote rejected by a majority; backoff over")
         elif now >= r.election_deadline:
@@ -266,6 +291,9 @@ class RaftCore:
             r.fetch_sent_ms = now + self.config.retry_backoff_ms
         elif isinstance(r, Prospective | Candidate) and peer in self._vote_sent:
             self._vote_sent[peer] = now - self.config.request_timeout_ms + self.config.retry_backoff_ms
+        elif isinstance(r, Unattached) and self.observer and self._bootstrap_correlation is not None:
+            if peer == self._bootstrap_target:  # no answer will come: ask another voter after the backoff
+                r.election_deadline = min(r.election_deadline, now + self.config.retry_backoff_ms)
 
     def resign(self, now: int) -> None:
         """Graceful shutdown: a leader hands over at once (EndQuorumEpoch names its successors)."""
@@ -277,8 +305,11 @@ class RaftCore:
     def _validate_request(self, source: int, m: Message) -> Errors | None:
         if m.cluster_id != self.cluster_id:
             return Errors.INCONSISTENT_CLUSTER_ID
-        claimed = m.replica_id if isinstance(m, VoteRequest | FetchRequest) else m.leader_id
-        if source not in self.others or claimed != source:
+        if isinstance(m, FetchRequest | FetchSnapshotRequest):
+            # Anyone but this node may fetch: voters, and observers (which then never count for the quorum).
+            return Errors.INCONSISTENT_VOTER_SET if m.replica_id != source or source == self.id else None
+        claimed = m.replica_id if isinstance(m, VoteRequest) else m.leader_id
+        if source not in self.others or claimed != source or self.observer:
             return Errors.INCONSISTENT_VOTER_SET
         return None
 
@@ -292,6 +323,8 @@ class RaftCore:
             reply = BeginQuorumEpochResponse(error, epoch, leader, c)
         elif isinstance(request, EndQuorumEpochRequest):
             reply = EndQuorumEpochResponse(error, epoch, leader, c)
+        elif isinstance(request, FetchSnapshotRequest):
+            reply = FetchSnapshotResponse(error, epoch, leader, correlation_id=c)
         else:
             reply = FetchResponse(error, epoch, leader, -1, correlation_id=c)
         self._send(dest, reply)
@@ -347,6 +380,9 @@ class RaftCore:
         old = self.role
         self.role = role
         self._vote_sent = {}
+        if isinstance(old, Follower) and old.snapshot is not None:
+            old.snapshot.abort()  # a new leader (or none): start over from what it names
+            old.snapshot = old.snapshot_id = None
         if isinstance(old, Leader):
             self._fail_parked_fetches(old)  # answered as the new role: the fetchers learn the change at once
         if old.leader_id != role.leader_id or old.epoch != role.epoch:
@@ -383,6 +419,48 @@ class RaftCore:
             f.awaiting_flush = True
         else:
             self._send_fetch(f, now)
+
+    def _leader_lost(self, now: int, reason: str) -> None:
+        if not self.observer:
+            self._to_prospective(now, reason)
+            return
+        # An observer has no say in elections: forget the leader and look for it again.
+        self._lost_leader = (self.epoch, self.leader_id, now + self.config.fetch_timeout_ms)
+        self._to_unattached(self.epoch, now, reason)
+        self._bootstrap_fetch(self.role, now)
+
+    def _bootstrap_fetch(self, r: Role, now: int) -> None:
+        """An observer with no leader asks a random voter; its answer (an error naming the leader) is enough."""
+        r.election_deadline = now + self.config.request_timeout_ms  # type: ignore[union-attr]
+        self._bootstrap_correlation = self._next_correlation()
+        # Not the voter asked last (it may be down), nor the leader just lost, while another is left to ask.
+        avoid = {self._bootstrap_target}
+        if self._lost_leader is not None and now < self._lost_leader[2]:
+            avoid.add(self._lost_leader[1])
+        self._bootstrap_target = self.rng.choice([v for v in self.voters if v not in avoid] or self.voters)
+        request = FetchRequest(
+            self.cluster_id,
+            self.id,
+            self.epoch,
+            self.log.end_offset,
+            self.log.last_epoch,
+            self.config.fetch_max_bytes,
+            0,
+            self._bootstrap_correlation,
+        )
+        self._send(self._bootstrap_target, request)
+
+    def _on_bootstrap_response(self, source: int, m: FetchResponse, now: int) -> None:
+        self._bootstrap_correlation = None
+        leader = m.leader_id
+        lost = self._lost_leader
+        if lost is not None and (m.epoch, leader) == lost[:2] and now < lost[2] and source != leader:
+            leader = NO_LEADER  # that voter has not noticed yet that the leader is gone: not a leader to follow
+        self._learn(m.epoch, leader, now, f"voter {source} named leader {m.leader_id}")
+        r = self.role
+        if not isinstance(r, Follower):
+            # No leader named (an election is running): ask again after the backoff, as Kafka's observers do.
+            r.election_deadline = min(r.election_deadline, now + self.config.retry_backoff_ms)  # type: ignore[union-attr]
 
     def _to_prospective(self, now: int, reason: str) -> None:
         r = self.role
@@ -502,7 +580,7 @@ class RaftCore:
             self._to_unattached(m.replica_epoch, now, f"vote request from {source} in epoch {m.replica_epoch}")
         up_to_date = (m.last_offset_epoch, m.last_offset) >= (self.log.last_epoch, self.log.end_offset)
         r = self.role
-        granted = r.can_grant_vote(source, up_to_date, m.pre_vote, now)
+        granted = r.can_grant_vote(source, up_to_date, m.pre_vote, now) and not self.observer
         reply = VoteResponse(Errors.NONE, self.epoch, self.leader_id, granted, m.pre_vote, m.correlation_id)
         if BUG_VOTE_BEFORE_PERSIST in self.bugs:
             self._send(source, reply)
@@ -551,9 +629,12 @@ class RaftCore:
                 return
             # A lone voter is its own quorum; move the deadline on, or next_deadline() stays in the past forever.
             r.check_quorum_deadline = now + self.config.fetch_timeout_ms * 3 // 2
-        for voter, s in r.replicas.items():
+        for replica_id, s in r.all_replicas():
             if s.parked is not None and now >= s.parked_deadline:
-                self._answer_fetch(r, voter, s.parked, now)
+                self._answer_fetch(r, replica_id, s.parked, now)
+        for observer, s in list(r.observers.items()):
+            if s.last_fetch_ms is not None and now - s.last_fetch_ms > OBSERVER_SESSION_TIMEOUT_MS:
+                del r.observers[observer]
         if now >= r.begin_epoch_resend_at:
             for voter, s in r.replicas.items():
                 if s.last_fetch_ms is None:
@@ -605,10 +686,23 @@ class RaftCore:
         if m.fetch_offset < 0 or m.last_fetched_epoch < 0 or m.last_fetched_epoch > r.epoch or m.max_bytes <= 0:
             self._reply(source, m, Errors.INVALID_REQUEST)
             return
-        s = r.replicas[source]
+        s = r.replica(source)
         s.parked = None
         s.last_fetch_ms = now
         self._note_check_quorum(r, now)
+        snapshot = self._snapshot_needed(m)
+        if snapshot is not None:
+            response = FetchResponse(
+                Errors.NONE,
+                r.epoch,
+                self.id,
+                self._leader_hw(r),
+                snapshot_end_offset=snapshot.end_offset,
+                snapshot_epoch=snapshot.epoch,
+                correlation_id=m.correlation_id,
+            )
+            self._send(source, response)
+            return
         diverging = self._divergence(m)
         if diverging is not None:
             epoch, end = diverging
@@ -631,6 +725,18 @@ class RaftCore:
         else:
             s.parked = m
             s.parked_deadline = now + min(m.max_wait_ms, self.config.fetch_max_wait_ms)
+
+    def _snapshot_needed(self, m: FetchRequest) -> SnapshotId | None:
+        """The snapshot to send instead of records (Kafka's validateOffsetAndEpoch): the fetcher needs offsets below
+        our log start, or its last epoch is older than every epoch our log still holds, so where it diverges can
+        only be below our log start."""
+        start = self.log.start_offset
+        snapshot = self.log.latest_snapshot()
+        if snapshot is None or start == 0:
+            return None
+        if m.fetch_offset < start or self.log.end_offset_for_epoch(m.last_fetched_epoch)[0] < 0:
+            return snapshot
+        return None
 
     def _divergence(self, m: FetchRequest) -> tuple[int, int] | None:
         """Where the fetcher's log stops matching ours, or None if (fetch offset, last epoch) is a prefix of it."""
@@ -657,7 +763,7 @@ class RaftCore:
         return -1 if r.high_watermark is None else r.high_watermark
 
     def _answer_fetch(self, r: Leader, voter: int, m: FetchRequest, now: int) -> None:
-        s = r.replicas[voter]
+        s = r.replica(voter)
         s.parked = None
         records = b""
         if m.fetch_offset < self.log.end_offset:
@@ -669,14 +775,14 @@ class RaftCore:
     def _wake_parked_fetches(self, r: Leader, now: int) -> None:
         hw = self._leader_hw(r)
         end = self.log.end_offset
-        for voter, s in r.replicas.items():
+        for replica_id, s in r.all_replicas():
             if s.parked is not None and (s.parked.fetch_offset < end or s.sent_high_watermark < hw):
-                self._answer_fetch(r, voter, s.parked, now)
+                self._answer_fetch(r, replica_id, s.parked, now)
 
     def _fail_parked_fetches(self, r: Leader) -> None:
-        for voter, s in r.replicas.items():
+        for replica_id, s in r.all_replicas():
             if s.parked is not None:
-                self._reply(voter, s.parked, Errors.NOT_LEADER_OR_FOLLOWER)
+                self._reply(replica_id, s.parked, Errors.NOT_LEADER_OR_FOLLOWER)
                 s.parked = None
 
     # -- follower --------------------------------------------------------------------------------------------
@@ -684,6 +790,21 @@ class RaftCore:
     def _send_fetch(self, f: Follower, now: int) -> None:
         f.fetch_correlation = self._next_correlation()
         f.fetch_sent_ms = now
+        if f.snapshot is not None and f.snapshot_id is not None:
+            self._send(
+                f.leader_id,
+                FetchSnapshotRequest(
+                    self.cluster_id,
+                    self.id,
+                    f.epoch,
+                    f.snapshot_id.end_offset,
+                    f.snapshot_id.epoch,
+                    f.snapshot.size,
+                    self.config.fetch_max_bytes,
+                    f.fetch_correlation,
+                ),
+            )
+            return
         request = FetchRequest(
             self.cluster_id,
             self.id,
@@ -697,6 +818,9 @@ class RaftCore:
         self._send(f.leader_id, request)
 
     def _on_fetch_response(self, source: int, m: FetchResponse, now: int) -> None:
+        if m.correlation_id == self._bootstrap_correlation:
+            self._on_bootstrap_response(source, m, now)
+            return
         if self._learn(m.epoch, m.leader_id, now, f"fetch response from {source}"):
             return
         f = self.role
@@ -715,6 +839,9 @@ class RaftCore:
         if m.diverging_epoch >= 0:
             self._truncate_diverging(m.diverging_epoch, m.diverging_end_offset, now)
             self._send_fetch(f, now)
+            return
+        if m.snapshot_end_offset >= 0:
+            self._start_snapshot_fetch(f, SnapshotId(m.snapshot_end_offset, m.snapshot_epoch), now)
             return
         appended = self._append_fetched(m.records, f, now)
         if m.high_watermark >= 0:
@@ -742,6 +869,112 @@ class RaftCore:
         except (CorruptBatchError, ValueError) as e:
             self._log.warning("fetched_batch_rejected", leader_id=f.leader_id, error=str(e))
         return appended
+
+    # -- snapshots (FetchSnapshot) ---------------------------------------------------------------------------
+
+    def _on_fetch_snapshot_request(self, source: int, m: FetchSnapshotRequest, now: int) -> None:
+        r = self.role
+        if m.leader_epoch < self.epoch:
+            self._reply(source, m, Errors.FENCED_LEADER_EPOCH)
+            return
+        if m.leader_epoch > self.epoch:
+            self._reply(source, m, Errors.UNKNOWN_LEADER_EPOCH)
+            return
+        if not isinstance(r, Leader):
+            self._reply(source, m, Errors.NOT_LEADER_OR_FOLLOWER)
+            return
+        if m.max_bytes <= 0:
+            self._reply(source, m, Errors.INVALID_REQUEST)
+            return
+        s = r.replica(source)
+        s.last_fetch_ms = now  # fetching a snapshot is fetching: it keeps the leader's quorum check happy
+        self._note_check_quorum(r, now)
+        sid = SnapshotId(m.snapshot_end_offset, m.snapshot_epoch)
+        try:
+            found = self.log.read_snapshot(sid, m.position, min(m.max_bytes, self.config.fetch_max_bytes))
+        except ValueError:
+            self._reply(source, m, Errors.POSITION_OUT_OF_RANGE)
+            return
+        if found is None or m.position < 0:
+            self._reply(source, m, Errors.SNAPSHOT_NOT_FOUND if found is None else Errors.POSITION_OUT_OF_RANGE)
+            return
+        data, size = found
+        reply = FetchSnapshotResponse(
+            Errors.NONE, r.epoch, self.id, sid.end_offset, sid.epoch, size, m.position, data, m.correlation_id
+        )
+        self._send(source, reply)
+
+    def _start_snapshot_fetch(self, f: Follower, sid: SnapshotId, now: int) -> None:
+        if sid.epoch > f.epoch or sid.end_offset <= 0:
+            self._log.warning("fetch_snapshot_id_invalid", leader_id=f.leader_id, snapshot=str(sid), epoch=f.epoch)
+            f.fetch_sent_ms = now + self.config.retry_backoff_ms
+            return
+        if f.snapshot_id != sid:
+            if f.snapshot is not None:
+                f.snapshot.abort()
+            f.snapshot_id, f.snapshot = sid, self.log.begin_snapshot(sid)
+            self._log.info(
+                "snapshot_fetch_started", leader_id=f.leader_id, snapshot=str(sid), log_end_offset=self.log.end_offset
+            )
+        self._send_fetch(f, now)
+
+    def _on_fetch_snapshot_response(self, source: int, m: FetchSnapshotResponse, now: int) -> None:
+        if self._learn(m.epoch, m.leader_id, now, f"fetch snapshot response from {source}"):
+            return
+        f = self.role
+        if not isinstance(f, Follower) or source != f.leader_id or m.correlation_id != f.fetch_correlation:
+            return
+        f.fetch_correlation = None
+        install, sid = f.snapshot, f.snapshot_id
+        if install is None or sid is None:
+            f.fetch_sent_ms = now
+            return
+        if m.error in (Errors.SNAPSHOT_NOT_FOUND, Errors.POSITION_OUT_OF_RANGE):
+            # The leader cleaned that snapshot away (a newer one exists): fetch again to learn which.
+            self._log.info("snapshot_fetch_restarted", snapshot=str(sid), error=m.error.name)
+            install.abort()
+            f.snapshot = f.snapshot_id = None
+            self._send_fetch(f, now)
+            return
+        if m.error != Errors.NONE or m.epoch != f.epoch:
+            f.fetch_sent_ms = now + self.config.retry_backoff_ms
+            return
+        if (m.snapshot_end_offset, m.snapshot_epoch) != (sid.end_offset, sid.epoch) or m.position != install.size:
+            f.fetch_sent_ms = now  # not the piece we asked for: ask again
+            return
+        f.last_fetch_ok_ms = now
+        f.fetch_deadline = self._fetch_deadline(now)
+        install.write(m.position, m.data)
+        self.metrics.snapshot_bytes_fetched += len(m.data)
+        if install.size < m.size:
+            self._send_fetch(f, now)
+            return
+        f.snapshot = f.snapshot_id = None
+        self._install_snapshot(install, sid, f, now)
+        self._send_fetch(f, now)
+
+    def _install_snapshot(self, install: SnapshotInstall, sid: SnapshotId, f: Follower, now: int) -> None:
+        if BUG_INSTALL_WITHOUT_TRUNCATE in self.bugs:
+            new_end = self.log.end_offset
+            self.log.install_snapshot(install, truncate=False)  # type: ignore[call-arg]  # the sim's log only
+        else:
+            old_end = self.log.end_offset
+            try:
+                new_end = self.log.install_snapshot(install)
+            except CorruptSnapshotError as e:
+                self._log.error("fetched_snapshot_rejected", snapshot=str(sid), error=str(e))
+                return  # the next fetch names a snapshot again; we start it over
+            self._log.warning(
+                "snapshot_installed", snapshot=str(sid), leader_id=f.leader_id, old_end=old_end, new_end=new_end
+            )
+        # What the log now holds is durable: the snapshot was fsync'd, the emptied log starts at its end.
+        self._durable_offset = new_end if new_end == sid.end_offset else min(self._durable_offset, new_end)
+        if self._flush_in_flight:
+            self._truncated_below = new_end if self._truncated_below is None else min(self._truncated_below, new_end)
+        if sid.end_offset > self.high_watermark:
+            self.high_watermark = sid.end_offset  # a snapshot holds only committed offsets
+            self.metrics.committed_offset_advances += 1
+        self.metrics.snapshots_installed += 1
 
     def _truncate_diverging(self, epoch: int, end_offset: int, now: int) -> None:
         local_epoch, local_end = self.log.end_offset_for_epoch(epoch)
@@ -833,4 +1066,6 @@ _HANDLERS = {
     EndQuorumEpochResponse: RaftCore._on_end_quorum_epoch_response,
     FetchRequest: RaftCore._on_fetch_request,
     FetchResponse: RaftCore._on_fetch_response,
+    FetchSnapshotRequest: RaftCore._on_fetch_snapshot_request,
+    FetchSnapshotResponse: RaftCore._on_fetch_snapshot_response,
 }

@@ -1,4 +1,5 @@
-"""The peer protocol: KRaft's RPCs (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch) as plain values.
+"""The peer protocol: KRaft's RPCs (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot) as plain
+values.
 
 The consensus core consumes and produces these; the gRPC transport maps them to protobuf, the simulator passes
 them as they are. Every request carries the sender's id and a correlation id that its response echoes.
@@ -89,13 +90,41 @@ class FetchResponse:
     diverging_epoch: int = -1  # set when the fetcher's log diverges: truncate to diverging_end_offset
     diverging_end_offset: int = -1
     correlation_id: int = 0
+    # Set when the fetch offset is below the leader's log start: fetch this snapshot (FetchSnapshot) instead.
+    snapshot_end_offset: int = -1
+    snapshot_epoch: int = -1
 
 
-Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    cluster_id: str
+    replica_id: int
+    leader_epoch: int
+    snapshot_end_offset: int
+    snapshot_epoch: int
+    position: int  # the byte the fetcher wants next
+    max_bytes: int
+    correlation_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    error: Errors
+    epoch: int
+    leader_id: int
+    snapshot_end_offset: int = -1
+    snapshot_epoch: int = -1
+    size: int = -1  # the whole snapshot's size in bytes
+    position: int = -1  # where ``data`` starts
+    data: bytes = b""
+    correlation_id: int = 0
+
+
+Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | FetchSnapshotRequest
+Response = VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse | FetchSnapshotResponse
 Message = Request | Response
 
-REQUEST_TYPES = (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest)
+REQUEST_TYPES = (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest, FetchSnapshotRequest)
 
 
 @dataclass(frozen=True, slots=True)

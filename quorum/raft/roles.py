@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from quorum.log.snapshots import SnapshotId
 from quorum.raft.accumulator import BatchAccumulator
 from quorum.raft.messages import NO_LEADER, FetchRequest
+from quorum.raft.storage import SnapshotInstall
 
 
 @dataclass
@@ -99,6 +101,8 @@ class Follower:
     fetch_sent_ms: int = 0
     awaiting_flush: bool = False  # appended a fetch's records; the next fetch waits for them to be durable
     fetch_timeout_ms: int = 2000
+    snapshot_id: SnapshotId | None = None  # the leader's snapshot being fetched (our fetch offset was below its log)
+    snapshot: SnapshotInstall | None = None
     name = "Follower"
 
     def can_grant_vote(self, candidate: int, log_up_to_date: bool, pre_vote: bool, now_ms: int) -> bool:
@@ -130,7 +134,20 @@ class Leader:
     begin_epoch_resend_at: int
     flushed_offset: int = 0  # durable on the leader itself
     high_watermark: int | None = None  # unknown until an entry of this epoch is committed
+    observers: dict[int, ReplicaState] = field(default_factory=dict)  # replicas that fetch but never vote
     name = "Leader"
+
+    def replica(self, replica_id: int) -> ReplicaState:
+        """A voter's state, or an observer's (created at its first fetch)."""
+        s = self.replicas.get(replica_id)
+        if s is None:
+            s = self.observers.get(replica_id)
+            if s is None:
+                s = self.observers[replica_id] = ReplicaState()
+        return s
+
+    def all_replicas(self) -> list[tuple[int, ReplicaState]]:
+        return [*self.replicas.items(), *self.observers.items()]
 
     @property
     def leader_id(self) -> int:

@@ -5,6 +5,11 @@ appending and answering fetches while the disk works (measured: that overlap is 
 After every input the driver carries out the core's outputs (:meth:`RaftNode._after`): send messages, start a
 flush, settle append waiters, wake commit delivery, re-arm the timer for the core's next deadline.
 
+Snapshots: a listener (the controller) asks :meth:`RaftNode.create_snapshot` for a writer of its committed state;
+the file is frozen off the loop, then retention (:meth:`MetadataLog.clean`) runs on the loop, and again every
+minute. A listener behind the latest snapshot — at start, or after this node installed one from the leader — is
+handed that snapshot to load before any later batch.
+
 Fail-stop: an exception out of the core (a storage error in an append, a truncation or the quorum-state file; a
 safety check; a bug), a failed flush, a listener that cannot apply a committed batch, or a transport task that
 dies is a fatal fault (:mod:`quorum.fault`). The node stops acting at once and reports it to its fault handler,
@@ -29,6 +34,7 @@ from quorum.fault import FaultHandler, LoggingFaultHandler, fault_message, spawn
 from quorum.log.batch import iter_batches
 from quorum.log.log import MetadataLog
 from quorum.log.quorum_state import QuorumStateStore
+from quorum.log.snapshots import SnapshotFile, SnapshotFileWriter, SnapshotId
 from quorum.raft.client import CommittedBatch, LeaderAndEpoch, RaftListener
 from quorum.raft.config import RaftConfig, VoterAddress
 from quorum.raft.core import RaftCore
@@ -39,6 +45,69 @@ from quorum.transport.peer import PeerTransport
 log = structlog.get_logger("quorum.raft.runtime")
 
 DELIVERY_CHUNK_BYTES = 1024 * 1024
+CLEAN_INTERVAL_S = 60.0  # how often retention runs besides after each snapshot
+
+
+class FileSnapshotReader:
+    """A frozen snapshot handed to a listener to load (implements ``SnapshotReader``)."""
+
+    def __init__(self, file: SnapshotFile) -> None:
+        self._file = file
+
+    @property
+    def snapshot_id(self) -> SnapshotId:
+        return self._file.id
+
+    @property
+    def last_contained_log_timestamp(self) -> int:
+        return self._file.last_contained_log_timestamp
+
+    def batches(self) -> Iterator[CommittedBatch]:
+        for batch in self._file.data_batches():
+            yield CommittedBatch(batch)
+
+
+class RaftSnapshotWriter:
+    """A listener's snapshot (implements ``SnapshotWriter``): records go to the ``.part`` file as they come; the
+    fsync and rename run off the loop; once frozen the log knows the snapshot and retention runs."""
+
+    def __init__(self, node: RaftNode, file: SnapshotFileWriter) -> None:
+        self._node = node
+        self._file = file
+
+    @property
+    def snapshot_id(self) -> SnapshotId:
+        return self._file.snapshot_id
+
+    def append(self, records: Sequence[bytes]) -> None:
+        self._file.append(records)
+
+    async def freeze(self) -> int:
+        node = self._node
+        started = time.monotonic()
+        size = await asyncio.get_running_loop().run_in_executor(node._snapshotter, self._file.freeze)
+        node.log.snapshot_frozen(self.snapshot_id)
+        node.snapshot_stats.note_frozen(self.snapshot_id, size, time.monotonic() - started)
+        log.info("snapshot_frozen", node_id=node.node_id, snapshot=str(self.snapshot_id), bytes=size)
+        node.clean_log()
+        return size
+
+    def abort(self) -> None:
+        self._file.abort()
+
+
+@dataclass
+class SnapshotStats:
+    latest: SnapshotId | None = None
+    latest_bytes: int = 0
+    latest_at: float | None = None  # time.time() when it was frozen (or, at start, the file's mtime)
+    freeze_seconds: float = 0.0
+    load_seconds: float = 0.0
+    loads: int = 0
+    bytes_deleted: int = 0
+
+    def note_frozen(self, snapshot_id: SnapshotId, size: int, seconds: float) -> None:
+        self.latest, self.latest_bytes, self.latest_at, self.freeze_seconds = snapshot_id, size, time.time(), seconds
 
 
 @dataclass
@@ -78,6 +147,13 @@ class RaftNode:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fsync-{node_id}")
+        self._snapshotter = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"snapshot-{node_id}")
+        self._cleaner: asyncio.TimerHandle | None = None
+        self.snapshot_stats = SnapshotStats()
+        latest = log.latest_snapshot()
+        if latest is not None:
+            path = log.snapshots.path(latest)
+            self.snapshot_stats = SnapshotStats(latest, path.stat().st_size, path.stat().st_mtime)
         self._flush: asyncio.Future[int] | None = None
         self._delivery = asyncio.Event()
         self._delivery_task: asyncio.Task[None] | None = None
@@ -105,6 +181,7 @@ class RaftNode:
         )
         self._leader = LeaderAndEpoch(self.core.leader_id, self.core.epoch)
         self.transport.start()
+        self._cleaner = asyncio.get_running_loop().call_later(CLEAN_INTERVAL_S, self._clean_periodically)
         self._delivery_task = spawn(
             self._deliver_commits(),
             name=f"raft-delivery-{self.node_id}",
@@ -130,6 +207,8 @@ class RaftNode:
         self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
+        if self._cleaner is not None:
+            self._cleaner.cancel()
         await self.transport.close()
         if self._delivery_task is not None:
             self._delivery_task.cancel()
@@ -140,6 +219,7 @@ class RaftNode:
                 await self._flush
         self._fail_waiters("node is shutting down")
         self._flusher.shutdown(wait=True)
+        self._snapshotter.shutdown(wait=True)
         try:
             self.log.close()  # flushes: what was appended must still become durable, or we must say it did not
         except Exception as e:
@@ -190,8 +270,43 @@ class RaftNode:
         return offset
 
     def register(self, listener: RaftListener) -> None:
-        self._listeners.append(_ListenerState(listener, self.log.start_offset))
+        """Add a listener. Registered before :meth:`start`, it loads the latest snapshot at once, before the core
+        runs: a load of millions of records must not stall a running node's timers."""
+        state = _ListenerState(listener, self.log.start_offset)
+        self._listeners.append(state)
+        if self.core is None:
+            self._load_snapshot_if_behind(state)
         self._delivery.set()
+
+    def latest_snapshot_id(self) -> SnapshotId | None:
+        return self.log.latest_snapshot()
+
+    def create_snapshot(self, snapshot_id: SnapshotId, last_contained_log_timestamp: int) -> RaftSnapshotWriter | None:
+        latest = self.log.latest_snapshot()
+        if latest is not None and snapshot_id.end_offset <= latest.end_offset:
+            return None
+        hw = self._core.high_watermark
+        if not self.log.start_offset < snapshot_id.end_offset <= hw:
+            raise ValueError(
+                f"snapshot {snapshot_id}: its end offset must be committed and within the log "
+                f"[{self.log.start_offset + 1}, high watermark {hw}]"
+            )
+        epoch, _ = self.log.end_offset_for_epoch(snapshot_id.epoch)
+        if epoch != snapshot_id.epoch:
+            raise ValueError(f"snapshot {snapshot_id}: the log has no epoch {snapshot_id.epoch}")
+        return RaftSnapshotWriter(self, self.log.snapshot_writer(snapshot_id, last_contained_log_timestamp))
+
+    def clean_log(self) -> None:
+        """Retention: a failure to delete is fatal, as any storage error of the log."""
+        if self._stopped:
+            return
+        with self._fail_stop("deleting old snapshots and segments"):
+            self.snapshot_stats.bytes_deleted += self.log.clean()
+
+    def _clean_periodically(self) -> None:
+        self.clean_log()
+        if not self._stopped:
+            self._cleaner = asyncio.get_running_loop().call_later(CLEAN_INTERVAL_S, self._clean_periodically)
 
     def resign(self, epoch: int) -> None:
         if self._core.epoch == epoch and not self._stopped:
@@ -351,7 +466,32 @@ class RaftNode:
                     return
                 self._maybe_tell_leader(state)
 
+    def _load_snapshot_if_behind(self, state: _ListenerState) -> None:
+        latest = self.log.latest_snapshot()
+        if latest is None or state.next_offset >= latest.end_offset:
+            return
+        file = self.log.snapshots.file(latest)
+        assert file is not None
+        started = time.monotonic()
+        try:
+            state.listener.handle_load_snapshot(FileSnapshotReader(file))
+        except Exception as e:
+            self._fatal(f"loading snapshot {latest}", e, snapshot=str(latest))
+            return
+        state.next_offset = latest.end_offset
+        stats = self.snapshot_stats
+        stats.load_seconds = time.monotonic() - started
+        stats.loads += 1
+        log.info(
+            "snapshot_delivered",
+            node_id=self.node_id,
+            snapshot=str(latest),
+            bytes=file.size,
+            seconds=round(stats.load_seconds, 3),
+        )
+
     async def _catch_up(self, state: _ListenerState) -> None:
+        self._load_snapshot_if_behind(state)  # this node installed a snapshot from the leader
         while state.next_offset < self._core.high_watermark and not self.failed:
             hw = self._core.high_watermark
             data, _ = self.log.read(state.next_offset, DELIVERY_CHUNK_BYTES)
@@ -399,6 +539,11 @@ class RaftNode:
                 voters.append({"id": v, "log_end_offset": s.end_offset, "last_fetch_age_ms": age})
             else:
                 voters.append({"id": v, "log_end_offset": -1, "last_fetch_age_ms": -1})
+        observers = []
+        if isinstance(role, Leader):
+            for o, s in sorted(role.observers.items()):
+                age = -1 if s.last_fetch_ms is None else now - s.last_fetch_ms
+                observers.append({"id": o, "log_end_offset": s.end_offset, "last_fetch_age_ms": age})
         return {
             "cluster_id": self.cluster_id,
             "node_id": self.node_id,
@@ -408,5 +553,9 @@ class RaftNode:
             "high_watermark": core.high_watermark,
             "epoch_start_offset": role.epoch_start_offset if isinstance(role, Leader) else -1,
             "log_end_offset": self.log.end_offset,
+            "log_start_offset": self.log.start_offset,
+            "latest_snapshot": self.log.latest_snapshot(),
+            "latest_snapshot_bytes": self.snapshot_stats.latest_bytes,
             "voters": voters,
+            "observers": observers,
         }

@@ -45,16 +45,24 @@ class QuorumAdminService(pb_grpc.QuorumAdminServicer):
     ) -> pb.DescribeQuorumResponse:
         d = self.node.describe()
         leader_end = int(d["log_end_offset"]) if d["role"] == "Leader" else -1
-        voters = [
-            pb.ReplicaState(
-                replica_id=v["id"],
-                log_end_offset=v["log_end_offset"],
-                last_fetch_age_ms=v["last_fetch_age_ms"],
-                lag=leader_end - v["log_end_offset"] if leader_end >= 0 and v["log_end_offset"] >= 0 else -1,
-            )
-            for v in d["voters"]  # type: ignore[union-attr]
-        ]
+        voters, observers = (
+            [
+                pb.ReplicaState(
+                    replica_id=v["id"],
+                    log_end_offset=v["log_end_offset"],
+                    last_fetch_age_ms=v["last_fetch_age_ms"],
+                    lag=leader_end - v["log_end_offset"] if leader_end >= 0 and v["log_end_offset"] >= 0 else -1,
+                )
+                for v in d[kind]  # type: ignore[attr-defined]
+            ]
+            for kind in ("voters", "observers")
+        )
+        snapshot = d["latest_snapshot"]
         return pb.DescribeQuorumResponse(
+            log_start_offset=int(d["log_start_offset"]),  # type: ignore[call-overload]
+            latest_snapshot_end_offset=snapshot.end_offset if snapshot else -1,  # type: ignore[attr-defined]
+            latest_snapshot_epoch=snapshot.epoch if snapshot else -1,  # type: ignore[attr-defined]
+            latest_snapshot_bytes=int(d["latest_snapshot_bytes"]),  # type: ignore[call-overload]
             cluster_id=str(d["cluster_id"]),
             node_id=int(d["node_id"]),
             leader_id=int(d["leader_id"]),
@@ -62,6 +70,7 @@ class QuorumAdminService(pb_grpc.QuorumAdminServicer):
             high_watermark=int(d["high_watermark"]),
             role=str(d["role"]),
             voters=voters,
+            observers=observers,
             log_end_offset=int(d["log_end_offset"]),
             leader_endpoint=self._leader_endpoint(int(d["leader_id"])),
             epoch_start_offset=int(d["epoch_start_offset"]),
@@ -125,6 +134,25 @@ class QuorumAdminService(pb_grpc.QuorumAdminServicer):
         max_bytes = request.max_chunk_bytes or 4 * 1024 * 1024
         offset = node.log.start_offset
         first = True
+        snapshot = node.log.latest_snapshot()
+        if offset > 0 and snapshot is not None:
+            position, size = 0, 1
+            while position < size:
+                found = node.log.read_snapshot(snapshot, position, max_bytes)
+                if found is None:
+                    await context.abort(
+                        grpc.StatusCode.UNAVAILABLE, f"snapshot {snapshot} was replaced during the export: export again"
+                    )
+                    return
+                data, size = found
+                chunk = pb.ExportLogChunk(snapshot_name=snapshot.file_name, snapshot_data=data, first_offset=offset)
+                if first:
+                    chunk.cluster_id, chunk.node_id, chunk.high_watermark = node.cluster_id, node.node_id, hw
+                    chunk.leader_epoch, chunk.log_start_offset = leader.epoch, offset
+                    first = False
+                yield chunk
+                position += len(data)
+                await asyncio.sleep(0)
         while offset < hw:
             data, next_offset = node.log.read(offset, max_bytes)
             data, next_offset = _committed_prefix(data, hw, offset)

@@ -18,6 +18,8 @@ _ONEOF = {
     m.EndQuorumEpochResponse: "end_quorum_epoch_response",
     m.FetchRequest: "fetch_request",
     m.FetchResponse: "fetch_response",
+    m.FetchSnapshotRequest: "fetch_snapshot_request",
+    m.FetchSnapshotResponse: "fetch_snapshot_response",
 }
 _CLASS = {name: cls for cls, name in _ONEOF.items()}
 _FIELDS = {cls: tuple(f.name for f in fields(cls)) for cls in _ONEOF}

@@ -705,9 +705,11 @@ def test_requests_from_non_voters_are_refused(stable: tuple[Simulation, int, int
     sim, leader, follower = stable
     target = leader if target_role == "leader" else follower
     epoch = core(sim, target).epoch
-    # A node outside the voter set, in the current epoch and in a later one (which must not bump ours).
+    # A node outside the voter set, in the current epoch and in a later one (which must not bump ours), may not
+    # vote or announce epochs; it may fetch (an observer: see test_observer_fetches_never_count below).
     for e in (epoch, epoch + 5):
-        _expect_errors(sim, target, 99, _requests(sim, 99, e), Errors.INCONSISTENT_VOTER_SET)
+        votes_and_epochs = _requests(sim, 99, e)[1:]
+        _expect_errors(sim, target, 99, votes_and_epochs, Errors.INCONSISTENT_VOTER_SET)
     # A voter claiming to be another one.
     src = next(i for i in sim.nodes if i != target)
     liar = next(i for i in sim.nodes if i not in (src, target))
@@ -752,7 +754,7 @@ def test_the_cluster_still_works_after_the_bad_requests(stable: tuple[Simulation
     for target in (leader, follower):
         src = next(i for i in sim.nodes if i != target)
         _expect_errors(sim, target, src, _requests(sim, src, epoch - 1), Errors.FENCED_LEADER_EPOCH)
-        _expect_errors(sim, target, 99, _requests(sim, 99, epoch + 2), Errors.INCONSISTENT_VOTER_SET)
+        _expect_errors(sim, target, 99, _requests(sim, 99, epoch + 2)[1:], Errors.INCONSISTENT_VOTER_SET)
     last = commit(sim, leader, b"still-alive")
     wait_all_hw(sim, last + 1)
     assert settled_leader(sim) == leader and core(sim, leader).epoch == epoch
@@ -926,3 +928,24 @@ def test_snapshot_damaged_in_transit_is_rejected_and_fetched_again() -> None:
     assert fc.metrics.snapshots_installed == 1
     assert fc.metrics.snapshot_bytes_fetched == 2 * size  # the whole snapshot again, from its first byte
     _assert_caught_up(sim, leader, follower, sid)
+
+
+def test_observer_fetches_never_count(stable: tuple[Simulation, int, int]) -> None:
+    """A fetch from a non-voter is an observer's: answered with records, tracked apart, never counted for the high
+    watermark; a follower answers it NOT_LEADER_OR_FOLLOWER naming the leader (how an observer finds it)."""
+    sim, leader, follower = stable
+    c = core(sim, leader)
+    c.take_messages()
+    hw = c.high_watermark
+    c.handle(Envelope(99, leader, FetchRequest(CLUSTER_ID, 99, c.epoch, 0, 0, 4096, 0, 7)), sim.now)
+    (reply,) = c.take_messages()
+    assert reply.destination == 99 and isinstance(reply.message, FetchResponse)
+    assert reply.message.error == Errors.NONE and reply.message.records
+    assert 99 in c.role.observers and 99 not in c.role.replicas
+    assert c.high_watermark == hw
+    f = core(sim, follower)
+    f.take_messages()
+    f.handle(Envelope(99, follower, FetchRequest(CLUSTER_ID, 99, 0, 0, 0, 4096, 0, 8)), sim.now)
+    (reply,) = f.take_messages()
+    assert reply.message.error == Errors.FENCED_LEADER_EPOCH
+    assert (reply.message.epoch, reply.message.leader_id) == (c.epoch, leader)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n quorum/transport/pb/quorum.proto\x12\x11pykraft.quorum.v1\"\xd1\x04\n\x0bPeerMessage\x12\x0e\n\x06source\x18\x01 \x01(\x05\x12\x36\n\x0cvote_request\x18\n \x01(\x0b\x32\x1e.pykraft.quorum.v1.VoteRequestH\x00\x12\x38\n\rvote_response\x18\x0b \x01(\x0b\x32\x1f.pykraft.quorum.v1.VoteResponseH\x00\x12P\n\x1a\x62\x65gin_quorum_epoch_request\x18\x0c \x01(\x0b\x32*.pykraft.quorum.v1.BeginQuorumEpochRequestH\x00\x12R\n\x1b\x62\x65gin_quorum_epoch_response\x18\r \x01(\x0b\x32+.pykraft.quorum.v1.BeginQuorumEpochResponseH\x00\x12L\n\x18\x65nd_quorum_epoch_request\x18\x0e \x01(\x0b\x32(.pykraft.quorum.v1.EndQuorumEpochRequestH\x00\x12N\n\x19\x65nd_quorum_epoch_response\x18\x0f \x01(\x0b\x32).pykraft.quorum.v1.EndQuorumEpochResponseH\x00\x12\x38\n\rfetch_request\x18\x10 \x01(\x0b\x32\x1f.pykraft.quorum.v1.FetchRequestH\x00\x12:\n\x0e\x66\x65tch_response\x18\x11 \x01(\x0b\x32 .pykraft.quorum.v1.FetchResponseH\x00\x42\x06\n\x04\x62ody\"\xa6\x01\n\x0bVoteRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x12\n\nreplica_id\x18\x02 \x01(\x05\x12\x15\n\rreplica_epoch\x18\x03 \x01(\x05\x12\x19\n\x11last_offset_epoch\x18\x04 \x01(\x05\x12\x13\n\x0blast_offset\x18\x05 \x01(\x03\x12\x10\n\x08pre_vote\x18\x06 \x01(\x08\x12\x16\n\x0e\x63orrelation_id\x18\x07 \x01(\x03\"\x84\x01\n\x0cVoteResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0cvote_granted\x18\x04 \x01(\x08\x12\x10\n\x08pre_vote\x18\x05 \x01(\x08\x12\x16\n\x0e\x63orrelation_id\x18\x06 \x01(\x03\"n\n\x17\x42\x65ginQuorumEpochRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x16\n\x0e\x63orrelation_id\x18\x04 \x01(\x03\"h\n\x18\x42\x65ginQuorumEpochResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x16\n\x0e\x63orrelation_id\x18\x04 \x01(\x03\"\x8a\x01\n\x15\x45ndQuorumEpochRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x1c\n\x14preferred_successors\x18\x04 \x03(\x05\x12\x16\n\x0e\x63orrelation_id\x18\x05 \x01(\x03\"f\n\x16\x45ndQuorumEpochResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x16\n\x0e\x63orrelation_id\x18\x04 \x01(\x03\"\xbe\x01\n\x0c\x46\x65tchRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x12\n\nreplica_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x04 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x05 \x01(\x05\x12\x11\n\tmax_bytes\x18\x06 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x07 \x01(\x05\x12\x16\n\x0e\x63orrelation_id\x18\x08 \x01(\x03\"\xbd\x01\n\rFetchResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x0f\n\x07records\x18\x05 \x01(\x0c\x12\x17\n\x0f\x64iverging_epoch\x18\x06 \x01(\x05\x12\x1c\n\x14\x64iverging_end_offset\x18\x07 \x01(\x03\x12\x16\n\x0e\x63orrelation_id\x18\x08 \x01(\x03\"\x17\n\x15\x44\x65scribeQuorumRequest\"b\n\x0cReplicaState\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x16\n\x0elog_end_offset\x18\x02 \x01(\x03\x12\x19\n\x11last_fetch_age_ms\x18\x03 \x01(\x03\x12\x0b\n\x03lag\x18\x04 \x01(\x03\"\xb5\x02\n\x16\x44\x65scribeQuorumResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x12\n\ncluster_id\x18\x03 \x01(\t\x12\x0f\n\x07node_id\x18\x04 \x01(\x05\x12\x11\n\tleader_id\x18\x05 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x07 \x01(\x03\x12\x0c\n\x04role\x18\x08 \x01(\t\x12/\n\x06voters\x18\t \x03(\x0b\x32\x1f.pykraft.quorum.v1.ReplicaState\x12\x16\n\x0elog_end_offset\x18\n \x01(\x03\x12\x17\n\x0fleader_endpoint\x18\x0b \x01(\t\x12\x1a\n\x12\x65poch_start_offset\x18\x0c \x01(\x03\"K\n\x14\x41ppendRecordsRequest\x12\x0f\n\x07records\x18\x01 \x03(\x0c\x12\x0e\n\x06\x61tomic\x18\x02 \x01(\x08\x12\x12\n\ntimeout_ms\x18\x03 \x01(\x05\"\x8e\x01\n\x15\x41ppendRecordsResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x13\n\x0b\x62\x61se_offset\x18\x03 \x01(\x03\x12\x13\n\x0blast_offset\x18\x04 \x01(\x03\x12\r\n\x05\x65poch\x18\x05 \x01(\x05\x12\x11\n\tleader_id\x18\x06 \x01(\x05\"+\n\x10\x45xportLogRequest\x12\x17\n\x0fmax_chunk_bytes\x18\x01 \x01(\x05\"\xb9\x01\n\x0e\x45xportLogChunk\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x03 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x0f\n\x07\x62\x61tches\x18\x06 \x01(\x0c\x12\x14\n\x0c\x66irst_offset\x18\x07 \x01(\x03\x12\x13\n\x0bnext_offset\x18\x08 \x01(\x03\x32\\\n\nQuorumPeer\x12N\n\x08\x45xchange\x12\x1e.pykraft.quorum.v1.PeerMessage\x1a\x1e.pykraft.quorum.v1.PeerMessage(\x01\x30\x01\x32\xaf\x02\n\x0bQuorumAdmin\x12\x65\n\x0e\x44\x65scribeQuorum\x12(.pykraft.quorum.v1.DescribeQuorumRequest\x1a).pykraft.quorum.v1.DescribeQuorumResponse\x12\x62\n\rAppendRecords\x12\'.pykraft.quorum.v1.AppendRecordsRequest\x1a(.pykraft.quorum.v1.AppendRecordsResponse\x12U\n\tExportLog\x12#.pykraft.quorum.v1.ExportLogRequest\x1a!.pykraft.quorum.v1.ExportLogChunk0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n quorum/transport/pb/quorum.proto\x12\x11pykraft.quorum.v1\"\xe9\x05\n\x0bPeerMessage\x12\x0e\n\x06source\x18\x01 \x01(\x05\x12\x36\n\x0cvote_request\x18\n \x01(\x0b\x32\x1e.pykraft.quorum.v1.VoteRequestH\x00\x12\x38\n\rvote_response\x18\x0b \x01(\x0b\x32\x1f.pykraft.quorum.v1.VoteResponseH\x00\x12P\n\x1a\x62\x65gin_quorum_epoch_request\x18\x0c \x01(\x0b\x32*.pykraft.quorum.v1.BeginQuorumEpochRequestH\x00\x12R\n\x1b\x62\x65gin_quorum_epoch_response\x18\r \x01(\x0b\x32+.pykraft.quorum.v1.BeginQuorumEpochResponseH\x00\x12L\n\x18\x65nd_quorum_epoch_request\x18\x0e \x01(\x0b\x32(.pykraft.quorum.v1.EndQuorumEpochRequestH\x00\x12N\n\x19\x65nd_quorum_epoch_response\x18\x0f \x01(\x0b\x32).pykraft.quorum.v1.EndQuorumEpochResponseH\x00\x12\x38\n\rfetch_request\x18\x10 \x01(\x0b\x32\x1f.pykraft.quorum.v1.FetchRequestH\x00\x12:\n\x0e\x66\x65tch_response\x18\x11 \x01(\x0b\x32 .pykraft.quorum.v1.FetchResponseH\x00\x12I\n\x16\x66\x65tch_snapshot_request\x18\x12 \x01(\x0b\x32\'.pykraft.quorum.v1.FetchSnapshotRequestH\x00\x12K\n\x17\x66\x65tch_snapshot_response\x18\x13 \x01(\x0b\x32(.pykraft.quorum.v1.FetchSnapshotResponseH\x00\x42\x06\n\x04\x62ody\"\xa6\x01\n\x0bVoteRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x12\n\nreplica_id\x18\x02 \x01(\x05\x12\x15\n\rreplica_epoch\x18\x03 \x01(\x05\x12\x19\n\x11last_offset_epoch\x18\x04 \x01(\x05\x12\x13\n\x0blast_offset\x18\x05 \x01(\x03\x12\x10\n\x08pre_vote\x18\x06 \x01(\x08\x12\x16\n\x0e\x63orrelation_id\x18\x07 \x01(\x03\"\x84\x01\n\x0cVoteResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0cvote_granted\x18\x04 \x01(\x08\x12\x10\n\x08pre_vote\x18\x05 \x01(\x08\x12\x16\n\x0e\x63orrelation_id\x18\x06 \x01(\x03\"n\n\x17\x42\x65ginQuorumEpochRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x16\n\x0e\x63orrelation_id\x18\x04 \x01(\x03\"h\n\x18\x42\x65ginQuorumEpochResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x16\n\x0e\x63orrelation_id\x18\x04 \x01(\x03\"\x8a\x01\n\x15\x45ndQuorumEpochRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x1c\n\x14preferred_successors\x18\x04 \x03(\x05\x12\x16\n\x0e\x63orrelation_id\x18\x05 \x01(\x03\"f\n\x16\x45ndQuorumEpochResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x16\n\x0e\x63orrelation_id\x18\x04 \x01(\x03\"\xbe\x01\n\x0c\x46\x65tchRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x12\n\nreplica_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x04 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x05 \x01(\x05\x12\x11\n\tmax_bytes\x18\x06 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x07 \x01(\x05\x12\x16\n\x0e\x63orrelation_id\x18\x08 \x01(\x03\"\xf2\x01\n\rFetchResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x0f\n\x07records\x18\x05 \x01(\x0c\x12\x17\n\x0f\x64iverging_epoch\x18\x06 \x01(\x05\x12\x1c\n\x14\x64iverging_end_offset\x18\x07 \x01(\x03\x12\x16\n\x0e\x63orrelation_id\x18\x08 \x01(\x03\x12\x1b\n\x13snapshot_end_offset\x18\t \x01(\x03\x12\x16\n\x0esnapshot_epoch\x18\n \x01(\x05\"\xc6\x01\n\x14\x46\x65tchSnapshotRequest\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x12\n\nreplica_id\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x1b\n\x13snapshot_end_offset\x18\x04 \x01(\x03\x12\x16\n\x0esnapshot_epoch\x18\x05 \x01(\x05\x12\x10\n\x08position\x18\x06 \x01(\x03\x12\x11\n\tmax_bytes\x18\x07 \x01(\x05\x12\x16\n\x0e\x63orrelation_id\x18\x08 \x01(\x03\"\xc8\x01\n\x15\x46\x65tchSnapshotResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x1b\n\x13snapshot_end_offset\x18\x04 \x01(\x03\x12\x16\n\x0esnapshot_epoch\x18\x05 \x01(\x05\x12\x0c\n\x04size\x18\x06 \x01(\x03\x12\x10\n\x08position\x18\x07 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x08 \x01(\x0c\x12\x16\n\x0e\x63orrelation_id\x18\t \x01(\x03\"\x17\n\x15\x44\x65scribeQuorumRequest\"b\n\x0cReplicaState\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x16\n\x0elog_end_offset\x18\x02 \x01(\x03\x12\x19\n\x11last_fetch_age_ms\x18\x03 \x01(\x03\x12\x0b\n\x03lag\x18\x04 \x01(\x03\"\xe5\x03\n\x16\x44\x65scribeQuorumResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x12\n\ncluster_id\x18\x03 \x01(\t\x12\x0f\n\x07node_id\x18\x04 \x01(\x05\x12\x11\n\tleader_id\x18\x05 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x07 \x01(\x03\x12\x0c\n\x04role\x18\x08 \x01(\t\x12/\n\x06voters\x18\t \x03(\x0b\x32\x1f.pykraft.quorum.v1.ReplicaState\x12\x16\n\x0elog_end_offset\x18\n \x01(\x03\x12\x17\n\x0fleader_endpoint\x18\x0b \x01(\t\x12\x1a\n\x12\x65poch_start_offset\x18\x0c \x01(\x03\x12\x18\n\x10log_start_offset\x18\r \x01(\x03\x12\"\n\x1alatest_snapshot_end_offset\x18\x0e \x01(\x03\x12\x1d\n\x15latest_snapshot_epoch\x18\x0f \x01(\x05\x12\x1d\n\x15latest_snapshot_bytes\x18\x10 \x01(\x03\x12\x32\n\tobservers\x18\x11 \x03(\x0b\x32\x1f.pykraft.quorum.v1.ReplicaState\"K\n\x14\x41ppendRecordsRequest\x12\x0f\n\x07records\x18\x01 \x03(\x0c\x12\x0e\n\x06\x61tomic\x18\x02 \x01(\x08\x12\x12\n\ntimeout_ms\x18\x03 \x01(\x05\"\x8e\x01\n\x15\x41ppendRecordsResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x13\n\x0b\x62\x61se_offset\x18\x03 \x01(\x03\x12\x13\n\x0blast_offset\x18\x04 \x01(\x03\x12\r\n\x05\x65poch\x18\x05 \x01(\x05\x12\x11\n\tleader_id\x18\x06 \x01(\x05\"+\n\x10\x45xportLogRequest\x12\x17\n\x0fmax_chunk_bytes\x18\x01 \x01(\x05\"\xe7\x01\n\x0e\x45xportLogChunk\x12\x12\n\ncluster_id\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x03 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x0f\n\x07\x62\x61tches\x18\x06 \x01(\x0c\x12\x14\n\x0c\x66irst_offset\x18\x07 \x01(\x03\x12\x13\n\x0bnext_offset\x18\x08 \x01(\x03\x12\x15\n\rsnapshot_name\x18\t \x01(\t\x12\x15\n\rsnapshot_data\x18\n \x01(\x0c\x32\\\n\nQuorumPeer\x12N\n\x08\x45xchange\x12\x1e.pykraft.quorum.v1.PeerMessage\x1a\x1e.pykraft.quorum.v1.PeerMessage(\x01\x30\x01\x32\xaf\x02\n\x0bQuorumAdmin\x12\x65\n\x0e\x44\x65scribeQuorum\x12(.pykraft.quorum.v1.DescribeQuorumRequest\x1a).pykraft.quorum.v1.DescribeQuorumResponse\x12\x62\n\rAppendRecords\x12\'.pykraft.quorum.v1.AppendRecordsRequest\x1a(.pykraft.quorum.v1.AppendRecordsResponse\x12U\n\tExportLog\x12#.pykraft.quorum.v1.ExportLogRequest\x1a!.pykraft.quorum.v1.ExportLogChunk0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,39 +32,43 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'quorum.transport.pb.quorum_
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_PEERMESSAGE']._serialized_start=56
-  _globals['_PEERMESSAGE']._serialized_end=649
-  _globals['_VOTEREQUEST']._serialized_start=652
-  _globals['_VOTEREQUEST']._serialized_end=818
-  _globals['_VOTERESPONSE']._serialized_start=821
-  _globals['_VOTERESPONSE']._serialized_end=953
-  _globals['_BEGINQUORUMEPOCHREQUEST']._serialized_start=955
-  _globals['_BEGINQUORUMEPOCHREQUEST']._serialized_end=1065
-  _globals['_BEGINQUORUMEPOCHRESPONSE']._serialized_start=1067
-  _globals['_BEGINQUORUMEPOCHRESPONSE']._serialized_end=1171
-  _globals['_ENDQUORUMEPOCHREQUEST']._serialized_start=1174
-  _globals['_ENDQUORUMEPOCHREQUEST']._serialized_end=1312
-  _globals['_ENDQUORUMEPOCHRESPONSE']._serialized_start=1314
-  _globals['_ENDQUORUMEPOCHRESPONSE']._serialized_end=1416
-  _globals['_FETCHREQUEST']._serialized_start=1419
-  _globals['_FETCHREQUEST']._serialized_end=1609
-  _globals['_FETCHRESPONSE']._serialized_start=1612
-  _globals['_FETCHRESPONSE']._serialized_end=1801
-  _globals['_DESCRIBEQUORUMREQUEST']._serialized_start=1803
-  _globals['_DESCRIBEQUORUMREQUEST']._serialized_end=1826
-  _globals['_REPLICASTATE']._serialized_start=1828
-  _globals['_REPLICASTATE']._serialized_end=1926
-  _globals['_DESCRIBEQUORUMRESPONSE']._serialized_start=1929
-  _globals['_DESCRIBEQUORUMRESPONSE']._serialized_end=2238
-  _globals['_APPENDRECORDSREQUEST']._serialized_start=2240
-  _globals['_APPENDRECORDSREQUEST']._serialized_end=2315
-  _globals['_APPENDRECORDSRESPONSE']._serialized_start=2318
-  _globals['_APPENDRECORDSRESPONSE']._serialized_end=2460
-  _globals['_EXPORTLOGREQUEST']._serialized_start=2462
-  _globals['_EXPORTLOGREQUEST']._serialized_end=2505
-  _globals['_EXPORTLOGCHUNK']._serialized_start=2508
-  _globals['_EXPORTLOGCHUNK']._serialized_end=2693
-  _globals['_QUORUMPEER']._serialized_start=2695
-  _globals['_QUORUMPEER']._serialized_end=2787
-  _globals['_QUORUMADMIN']._serialized_start=2790
-  _globals['_QUORUMADMIN']._serialized_end=3093
+  _globals['_PEERMESSAGE']._serialized_end=801
+  _globals['_VOTEREQUEST']._serialized_start=804
+  _globals['_VOTEREQUEST']._serialized_end=970
+  _globals['_VOTERESPONSE']._serialized_start=973
+  _globals['_VOTERESPONSE']._serialized_end=1105
+  _globals['_BEGINQUORUMEPOCHREQUEST']._serialized_start=1107
+  _globals['_BEGINQUORUMEPOCHREQUEST']._serialized_end=1217
+  _globals['_BEGINQUORUMEPOCHRESPONSE']._serialized_start=1219
+  _globals['_BEGINQUORUMEPOCHRESPONSE']._serialized_end=1323
+  _globals['_ENDQUORUMEPOCHREQUEST']._serialized_start=1326
+  _globals['_ENDQUORUMEPOCHREQUEST']._serialized_end=1464
+  _globals['_ENDQUORUMEPOCHRESPONSE']._serialized_start=1466
+  _globals['_ENDQUORUMEPOCHRESPONSE']._serialized_end=1568
+  _globals['_FETCHREQUEST']._serialized_start=1571
+  _globals['_FETCHREQUEST']._serialized_end=1761
+  _globals['_FETCHRESPONSE']._serialized_start=1764
+  _globals['_FETCHRESPONSE']._serialized_end=2006
+  _globals['_FETCHSNAPSHOTREQUEST']._serialized_start=2009
+  _globals['_FETCHSNAPSHOTREQUEST']._serialized_end=2207
+  _globals['_FETCHSNAPSHOTRESPONSE']._serialized_start=2210
+  _globals['_FETCHSNAPSHOTRESPONSE']._serialized_end=2410
+  _globals['_DESCRIBEQUORUMREQUEST']._serialized_start=2412
+  _globals['_DESCRIBEQUORUMREQUEST']._serialized_end=2435
+  _globals['_REPLICASTATE']._serialized_start=2437
+  _globals['_REPLICASTATE']._serialized_end=2535
+  _globals['_DESCRIBEQUORUMRESPONSE']._serialized_start=2538
+  _globals['_DESCRIBEQUORUMRESPONSE']._serialized_end=3023
+  _globals['_APPENDRECORDSREQUEST']._serialized_start=3025
+  _globals['_APPENDRECORDSREQUEST']._serialized_end=3100
+  _globals['_APPENDRECORDSRESPONSE']._serialized_start=3103
+  _globals['_APPENDRECORDSRESPONSE']._serialized_end=3245
+  _globals['_EXPORTLOGREQUEST']._serialized_start=3247
+  _globals['_EXPORTLOGREQUEST']._serialized_end=3290
+  _globals['_EXPORTLOGCHUNK']._serialized_start=3293
+  _globals['_EXPORTLOGCHUNK']._serialized_end=3524
+  _globals['_QUORUMPEER']._serialized_start=3526
+  _globals['_QUORUMPEER']._serialized_end=3618
+  _globals['_QUORUMADMIN']._serialized_start=3621
+  _globals['_QUORUMADMIN']._serialized_end=3924
 # @@protoc_insertion_point(module_scope)

@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PeerMessage(_message.Message):
-    __slots__ = ("source", "vote_request", "vote_response", "begin_quorum_epoch_request", "begin_quorum_epoch_response", "end_quorum_epoch_request", "end_quorum_epoch_response", "fetch_request", "fetch_response")
+    __slots__ = ("source", "vote_request", "vote_response", "begin_quorum_epoch_request", "begin_quorum_epoch_response", "end_quorum_epoch_request", "end_quorum_epoch_response", "fetch_request", "fetch_response", "fetch_snapshot_request", "fetch_snapshot_response")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     VOTE_REQUEST_FIELD_NUMBER: _ClassVar[int]
     VOTE_RESPONSE_FIELD_NUMBER: _ClassVar[int]
@@ -17,6 +17,8 @@ class PeerMessage(_message.Message):
     END_QUORUM_EPOCH_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     FETCH_REQUEST_FIELD_NUMBER: _ClassVar[int]
     FETCH_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    FETCH_SNAPSHOT_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    FETCH_SNAPSHOT_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     source: int
     vote_request: VoteRequest
     vote_response: VoteResponse
@@ -26,7 +28,9 @@ class PeerMessage(_message.Message):
     end_quorum_epoch_response: EndQuorumEpochResponse
     fetch_request: FetchRequest
     fetch_response: FetchResponse
-    def __init__(self, source: _Optional[int] = ..., vote_request: _Optional[_Union[VoteRequest, _Mapping]] = ..., vote_response: _Optional[_Union[VoteResponse, _Mapping]] = ..., begin_quorum_epoch_request: _Optional[_Union[BeginQuorumEpochRequest, _Mapping]] = ..., begin_quorum_epoch_response: _Optional[_Union[BeginQuorumEpochResponse, _Mapping]] = ..., end_quorum_epoch_request: _Optional[_Union[EndQuorumEpochRequest, _Mapping]] = ..., end_quorum_epoch_response: _Optional[_Union[EndQuorumEpochResponse, _Mapping]] = ..., fetch_request: _Optional[_Union[FetchRequest, _Mapping]] = ..., fetch_response: _Optional[_Union[FetchResponse, _Mapping]] = ...) -> None: ...
+    fetch_snapshot_request: FetchSnapshotRequest
+    fetch_snapshot_response: FetchSnapshotResponse
+    def __init__(self, source: _Optional[int] = ..., vote_request: _Optional[_Union[VoteRequest, _Mapping]] = ..., vote_response: _Optional[_Union[VoteResponse, _Mapping]] = ..., begin_quorum_epoch_request: _Optional[_Union[BeginQuorumEpochRequest, _Mapping]] = ..., begin_quorum_epoch_response: _Optional[_Union[BeginQuorumEpochResponse, _Mapping]] = ..., end_quorum_epoch_request: _Optional[_Union[EndQuorumEpochRequest, _Mapping]] = ..., end_quorum_epoch_response: _Optional[_Union[EndQuorumEpochResponse, _Mapping]] = ..., fetch_request: _Optional[_Union[FetchRequest, _Mapping]] = ..., fetch_response: _Optional[_Union[FetchResponse, _Mapping]] = ..., fetch_snapshot_request: _Optional[_Union[FetchSnapshotRequest, _Mapping]] = ..., fetch_snapshot_response: _Optional[_Union[FetchSnapshotResponse, _Mapping]] = ...) -> None: ...
 
 class VoteRequest(_message.Message):
     __slots__ = ("cluster_id", "replica_id", "replica_epoch", "last_offset_epoch", "last_offset", "pre_vote", "correlation_id")
@@ -133,7 +137,7 @@ class FetchRequest(_message.Message):
     def __init__(self, cluster_id: _Optional[str] = ..., replica_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., correlation_id: _Optional[int] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
-    __slots__ = ("error_code", "epoch", "leader_id", "high_watermark", "records", "diverging_epoch", "diverging_end_offset", "correlation_id")
+    __slots__ = ("error_code", "epoch", "leader_id", "high_watermark", "records", "diverging_epoch", "diverging_end_offset", "correlation_id", "snapshot_end_offset", "snapshot_epoch")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -142,6 +146,8 @@ class FetchResponse(_message.Message):
     DIVERGING_EPOCH_FIELD_NUMBER: _ClassVar[int]
     DIVERGING_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_EPOCH_FIELD_NUMBER: _ClassVar[int]
     error_code: int
     epoch: int
     leader_id: int
@@ -150,7 +156,51 @@ class FetchResponse(_message.Message):
     diverging_epoch: int
     diverging_end_offset: int
     correlation_id: int
-    def __init__(self, error_code: _Optional[int] = ..., epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., records: _Optional[bytes] = ..., diverging_epoch: _Optional[int] = ..., diverging_end_offset: _Optional[int] = ..., correlation_id: _Optional[int] = ...) -> None: ...
+    snapshot_end_offset: int
+    snapshot_epoch: int
+    def __init__(self, error_code: _Optional[int] = ..., epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., records: _Optional[bytes] = ..., diverging_epoch: _Optional[int] = ..., diverging_end_offset: _Optional[int] = ..., correlation_id: _Optional[int] = ..., snapshot_end_offset: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ...) -> None: ...
+
+class FetchSnapshotRequest(_message.Message):
+    __slots__ = ("cluster_id", "replica_id", "leader_epoch", "snapshot_end_offset", "snapshot_epoch", "position", "max_bytes", "correlation_id")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    replica_id: int
+    leader_epoch: int
+    snapshot_end_offset: int
+    snapshot_epoch: int
+    position: int
+    max_bytes: int
+    correlation_id: int
+    def __init__(self, cluster_id: _Optional[str] = ..., replica_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., snapshot_end_offset: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., position: _Optional[int] = ..., max_bytes: _Optional[int] = ..., correlation_id: _Optional[int] = ...) -> None: ...
+
+class FetchSnapshotResponse(_message.Message):
+    __slots__ = ("error_code", "epoch", "leader_id", "snapshot_end_offset", "snapshot_epoch", "size", "position", "data", "correlation_id")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    epoch: int
+    leader_id: int
+    snapshot_end_offset: int
+    snapshot_epoch: int
+    size: int
+    position: int
+    data: bytes
+    correlation_id: int
+    def __init__(self, error_code: _Optional[int] = ..., epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., snapshot_end_offset: _Optional[int] = ..., snapshot_epoch: _Optional[int] = ..., size: _Optional[int] = ..., position: _Optional[int] = ..., data: _Optional[bytes] = ..., correlation_id: _Optional[int] = ...) -> None: ...
 
 class DescribeQuorumRequest(_message.Message):
     __slots__ = ()
@@ -169,7 +219,7 @@ class ReplicaState(_message.Message):
     def __init__(self, replica_id: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., last_fetch_age_ms: _Optional[int] = ..., lag: _Optional[int] = ...) -> None: ...
 
 class DescribeQuorumResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "cluster_id", "node_id", "leader_id", "leader_epoch", "high_watermark", "role", "voters", "log_end_offset", "leader_endpoint", "epoch_start_offset")
+    __slots__ = ("error_code", "error_message", "cluster_id", "node_id", "leader_id", "leader_epoch", "high_watermark", "role", "voters", "log_end_offset", "leader_endpoint", "epoch_start_offset", "log_start_offset", "latest_snapshot_end_offset", "latest_snapshot_epoch", "latest_snapshot_bytes", "observers")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -182,6 +232,11 @@ class DescribeQuorumResponse(_message.Message):
     LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LEADER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LATEST_SNAPSHOT_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LATEST_SNAPSHOT_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LATEST_SNAPSHOT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OBSERVERS_FIELD_NUMBER: _ClassVar[int]
     error_code: int
     error_message: str
     cluster_id: str
@@ -194,7 +249,12 @@ class DescribeQuorumResponse(_message.Message):
     log_end_offset: int
     leader_endpoint: str
     epoch_start_offset: int
-    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., cluster_id: _Optional[str] = ..., node_id: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., high_watermark: _Optional[int] = ..., role: _Optional[str] = ..., voters: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ..., log_end_offset: _Optional[int] = ..., leader_endpoint: _Optional[str] = ..., epoch_start_offset: _Optional[int] = ...) -> None: ...
+    log_start_offset: int
+    latest_snapshot_end_offset: int
+    latest_snapshot_epoch: int
+    latest_snapshot_bytes: int
+    observers: _containers.RepeatedCompositeFieldContainer[ReplicaState]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., cluster_id: _Optional[str] = ..., node_id: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., high_watermark: _Optional[int] = ..., role: _Optional[str] = ..., voters: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ..., log_end_offset: _Optional[int] = ..., leader_endpoint: _Optional[str] = ..., epoch_start_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., latest_snapshot_end_offset: _Optional[int] = ..., latest_snapshot_epoch: _Optional[int] = ..., latest_snapshot_bytes: _Optional[int] = ..., observers: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ...) -> None: ...
 
 class AppendRecordsRequest(_message.Message):
     __slots__ = ("records", "atomic", "timeout_ms")
@@ -229,7 +289,7 @@ class ExportLogRequest(_message.Message):
     def __init__(self, max_chunk_bytes: _Optional[int] = ...) -> None: ...
 
 class ExportLogChunk(_message.Message):
-    __slots__ = ("cluster_id", "node_id", "high_watermark", "leader_epoch", "log_start_offset", "batches", "first_offset", "next_offset")
+    __slots__ = ("cluster_id", "node_id", "high_watermark", "leader_epoch", "log_start_offset", "batches", "first_offset", "next_offset", "snapshot_name", "snapshot_data")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
@@ -238,6 +298,8 @@ class ExportLogChunk(_message.Message):
     BATCHES_FIELD_NUMBER: _ClassVar[int]
     FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
     NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_NAME_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_DATA_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     node_id: int
     high_watermark: int
@@ -246,4 +308,6 @@ class ExportLogChunk(_message.Message):
     batches: bytes
     first_offset: int
     next_offset: int
-    def __init__(self, cluster_id: _Optional[str] = ..., node_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., batches: _Optional[bytes] = ..., first_offset: _Optional[int] = ..., next_offset: _Optional[int] = ...) -> None: ...
+    snapshot_name: str
+    snapshot_data: bytes
+    def __init__(self, cluster_id: _Optional[str] = ..., node_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., batches: _Optional[bytes] = ..., first_offset: _Optional[int] = ..., next_offset: _Optional[int] = ..., snapshot_name: _Optional[str] = ..., snapshot_data: _Optional[bytes] = ...) -> None: ...
