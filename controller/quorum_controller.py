@@ -119,6 +119,9 @@ class ControllerSettings:
     static_broker_configs: dict[str, str] = field(default_factory=dict)  # this node's broker configs (properties)
     snapshot_max_new_record_bytes: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
     snapshot_max_interval_ms: int = 3_600_000  # metadata.log.max.snapshot.interval.ms; 0: no time trigger
+    # A broker's image: never a voter, so never active; it answers reads from its committed state (as a Kafka
+    # broker answers Metadata from its MetadataImage) instead of refusing them with NOT_CONTROLLER.
+    serve_local_reads: bool = False
 
 
 @dataclass(frozen=True)
@@ -481,6 +484,8 @@ class QuorumController:
         raise KafkaError(f"the controller stopped after a fatal fault: {message}", Errors.UNKNOWN_SERVER_ERROR)
 
     def _read(self, respond: Callable[[], T]) -> Any:
+        if self.settings.serve_local_reads and not self.active:
+            return respond()  # committed state only: a broker's image has nothing uncommitted
         self._check_active()
         pending = self.purgatory.highest_pending_offset
         if pending is None:

@@ -41,6 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
     qdesc.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="any node of the quorum")
     qdesc.add_argument("--output", choices=("text", "json"), default="text")
 
+    snapshot = commands.add_parser("snapshot", help="take metadata snapshots (before maintenance, say)")
+    snapshot_sub = snapshot.add_subparsers(dest="snapshot_command", required=True, metavar="SUBCOMMAND")
+    screate = snapshot_sub.add_parser(
+        "create", help="each listed node snapshots its own committed state now; prints the snapshot ids"
+    )
+    screate.add_argument(
+        "--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT]", help="the nodes (controllers or brokers)"
+    )
+    screate.add_argument("--timeout-ms", type=int, default=120_000, help="how long each node may take")
+
     topics = commands.add_parser(
         "topics", help="create, alter, delete, describe and list topics (like kafka-topics.sh)"
     )
@@ -118,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
             from pykraft.quorum_cli import run as run_describe
 
             return run_describe(args.bootstrap_server, args.output)
+        if args.command == "snapshot":
+            from pykraft.snapshot_cli import run as run_snapshot
+
+            return run_snapshot(args.bootstrap_server, args.timeout_ms)
         if args.command == "topics":
             return topics_cli.run(args)
         if args.command == "leader-election":

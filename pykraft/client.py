@@ -173,7 +173,7 @@ def _local_partition_error(topic: str, partition: int) -> ApiError | None:
     return None
 
 
-def _servers(bootstrap: str | list[str]) -> list[str]:
+def parse_bootstrap_servers(bootstrap: str | list[str]) -> list[str]:
     items = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
     servers = [s.strip() for s in items if s.strip()]
     if not servers:
@@ -195,7 +195,7 @@ class AdminClient:
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 1000,
     ) -> None:
-        self.servers = _servers(bootstrap_servers)
+        self.servers = parse_bootstrap_servers(bootstrap_servers)
         self.request_timeout_ms = request_timeout_ms
         self.default_api_timeout_ms = default_api_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms

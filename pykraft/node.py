@@ -79,6 +79,8 @@ CONTROLLER_CONFIGS = {  # Kafka config name -> (ControllerSettings field, type)
     "delete.topic.enable": ("delete_topic_enable", bool),
     "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", bool),
     "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_s", int),
+    "metadata.log.max.record.bytes.between.snapshots": ("snapshot_max_new_record_bytes", int),
+    "metadata.log.max.snapshot.interval.ms": ("snapshot_max_interval_ms", int),
 }
 
 
@@ -114,6 +116,11 @@ def controller_settings(props: dict[str, str]) -> ControllerSettings:
         )
     if settings.num_partitions < 1 or settings.default_replication_factor < 1:
         raise ValueError("num.partitions and default.replication.factor must be at least 1")
+    if settings.snapshot_max_new_record_bytes < 1 or settings.snapshot_max_interval_ms < 0:
+        raise ValueError(
+            "metadata.log.max.record.bytes.between.snapshots must be at least 1 and "
+            "metadata.log.max.snapshot.interval.ms at least 0"
+        )
     if settings.leader_imbalance_check_interval_s < 1:
         raise ValueError("leader.imbalance.check.interval.seconds must be at least 1")
     # Broker configs in the properties are this node's static level (under dynamic ones, above the defaults).
@@ -175,6 +182,8 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         log_config = LogConfig(
             segment_bytes=int_property(props, "metadata.log.segment.bytes", LogConfig.segment_bytes),
             preallocate_bytes=PREALLOCATE_CHUNK if bool_property(props, "log.preallocate", False) else 0,
+            retention_bytes=int_property(props, "metadata.max.retention.bytes", LogConfig.retention_bytes),
+            retention_ms=int_property(props, "metadata.max.retention.ms", LogConfig.retention_ms),
         )
         controller = controller_settings(props)
         raw_appends = bool_property(props, RAW_APPEND_SETTING, False)
@@ -245,9 +254,9 @@ async def serve(
     await server.start()
     # Only a node that is up reports its GC pauses: a refused start must print its one-line error and nothing more.
     gc_pauses.install()
-    node.start()
     if controller is not None:
-        controller.start()
+        controller.start()  # registers with Raft before it starts: the latest snapshot loads before timers run
+    node.start()
     if settings.metrics_port is not None:
         from pykraft.metrics import serve_metrics
 

@@ -10,6 +10,7 @@ reassignment in :mod:`pykraft.reassignment_service`.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -27,6 +28,7 @@ from pykraft.reassignment_service import ReassignmentServicer
 from quorum.errors import Errors, KafkaError
 from quorum.log.message import Uuid
 from quorum.raft.config import VoterAddress
+from quorum.raft.runtime import RaftNode
 
 log = structlog.get_logger("pykraft.service")
 R = TypeVar("R")
@@ -174,6 +176,31 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, pb_grpc.Control
             return out
 
         return await self._serve("DescribeTopics", pb.DescribeTopicsResponse, call, names=list(request.names)[:20])
+
+    async def CreateSnapshot(
+        self, request: pb.CreateSnapshotRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateSnapshotResponse:
+        async def call() -> pb.CreateSnapshotResponse:
+            before = self.controller.raft.latest_snapshot_id()
+            try:
+                async with asyncio.timeout(self._timeout(request.timeout_ms) / 1000):
+                    snapshot_id = await self.controller.force_snapshot()
+            except TimeoutError:
+                raise KafkaError(
+                    "the snapshot was not frozen in time (it may still be)", Errors.REQUEST_TIMED_OUT
+                ) from None
+            except OSError as e:
+                raise KafkaError(f"writing the snapshot failed: {e}", Errors.KAFKA_STORAGE_ERROR) from None
+            out = pb.CreateSnapshotResponse(node_id=self.controller.node_id, end_offset=-1)
+            if snapshot_id is not None:
+                out.end_offset, out.epoch = snapshot_id.end_offset, snapshot_id.epoch
+                out.created = snapshot_id != before
+                raft = self.controller.raft
+                if isinstance(raft, RaftNode):
+                    out.size_bytes = raft.log.snapshots.size(snapshot_id)
+            return out
+
+        return await self._serve("CreateSnapshot", pb.CreateSnapshotResponse, call)
 
     async def DescribeCluster(
         self, request: pb.DescribeClusterRequest, context: grpc.aio.ServicerContext

@@ -99,6 +99,11 @@ class ControllerStub(object):
                 request_serializer=pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
                 response_deserializer=pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
                 _registered_method=True)
+        self.CreateSnapshot = channel.unary_unary(
+                '/pykraft.controller.v1.Controller/CreateSnapshot',
+                request_serializer=pykraft_dot_api_dot_controller__pb2.CreateSnapshotRequest.SerializeToString,
+                response_deserializer=pykraft_dot_api_dot_controller__pb2.CreateSnapshotResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer(object):
@@ -182,6 +187,13 @@ class ControllerServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateSnapshot(self, request, context):
+        """Snapshot this node's committed state now (each controller and broker keeps its own snapshots).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -249,6 +261,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ListPartitionReassignments,
                     request_deserializer=pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsRequest.FromString,
                     response_serializer=pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'CreateSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSnapshot,
+                    request_deserializer=pykraft_dot_api_dot_controller__pb2.CreateSnapshotRequest.FromString,
+                    response_serializer=pykraft_dot_api_dot_controller__pb2.CreateSnapshotResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -602,6 +619,33 @@ class Controller(object):
             '/pykraft.controller.v1.Controller/ListPartitionReassignments',
             pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
             pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.controller.v1.Controller/CreateSnapshot',
+            pykraft_dot_api_dot_controller__pb2.CreateSnapshotRequest.SerializeToString,
+            pykraft_dot_api_dot_controller__pb2.CreateSnapshotResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,47 @@
+"""``pykraft snapshot create``: each node named snapshots its own committed state now (every controller and broker
+keeps its own snapshots, as Kafka's do), e.g. before maintenance; one line per node with the snapshot's id."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import grpc
+
+from pykraft.api import controller_pb2 as pb
+from pykraft.api import controller_pb2_grpc as pb_grpc
+from pykraft.client import parse_bootstrap_servers
+from quorum.errors import Errors
+
+
+async def create(target: str, timeout_ms: int) -> pb.CreateSnapshotResponse:
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = pb_grpc.ControllerStub(channel)
+        return await stub.CreateSnapshot(pb.CreateSnapshotRequest(timeout_ms=timeout_ms), timeout=timeout_ms / 1000 + 5)
+
+
+def run(bootstrap: str, timeout_ms: int) -> int:
+    try:
+        targets = parse_bootstrap_servers(bootstrap)
+    except ValueError as e:
+        print(f"pykraft: --bootstrap-server: {e}", file=sys.stderr)
+        return 2
+    failed = 0
+    for target in targets:
+        try:
+            r = asyncio.run(create(target, timeout_ms))
+        except grpc.aio.AioRpcError as e:
+            print(f"{target}: cannot reach it: {e.code().name} ({e.details()})", file=sys.stderr)
+            failed += 1
+            continue
+        if r.error_code != Errors.NONE:
+            print(f"{target}: {Errors(r.error_code).name}: {r.error_message}", file=sys.stderr)
+            failed += 1
+        elif r.end_offset < 0:
+            print(f"node {r.node_id} ({target}): nothing committed yet, no snapshot")
+        else:
+            what = "created" if r.created else "unchanged since the latest"
+            name = f"{r.end_offset:020d}-{r.epoch:010d}.checkpoint"
+            where = f"node {r.node_id} ({target})"
+            print(f"{where}: snapshot {r.end_offset}-{r.epoch} {what} ({r.size_bytes:,} bytes, {name})")
+    return 1 if failed else 0
