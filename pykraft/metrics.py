@@ -54,6 +54,35 @@ class RaftCollector(Collector):
         yield gauge("kafka_raft_current_epoch", "Current epoch", core.epoch)
         yield gauge("kafka_raft_high_watermark", "High watermark (committed end offset)", core.high_watermark)
         yield gauge("kafka_raft_log_end_offset", "Log end offset", self.node.log.end_offset)
+        yield gauge(
+            "kafka_raft_log_start_offset", "Log start offset (below it: only the snapshot)", self.node.log.start_offset
+        )
+        snap = self.node.snapshot_stats
+        yield gauge(
+            "kafka_raft_latest_snapshot_end_offset",
+            "End offset of the newest snapshot, -1 if none",
+            snap.latest.end_offset if snap.latest else -1,
+        )
+        yield gauge(
+            "kafka_raft_snapshot_load_seconds",
+            "Seconds the last snapshot took to load at start or install",
+            snap.load_seconds,
+        )
+        yield counter(
+            "kafka_raft_snapshots_installed",
+            "Snapshots fetched from the leader and installed",
+            core.metrics.snapshots_installed,
+        )
+        yield counter(
+            "kafka_raft_snapshot_fetched_bytes",
+            "Snapshot bytes fetched from the leader",
+            core.metrics.snapshot_bytes_fetched,
+        )
+        yield counter(
+            "kafka_raft_retention_deleted_bytes",
+            "Bytes of snapshots and segments deleted by retention",
+            snap.bytes_deleted,
+        )
         state = GaugeMetricFamily("kafka_raft_current_state", "1 for the current role", labels=[*labels, "state"])
         for role in ROLES:
             state.add_metric([*nid, role], 1.0 if core.role.name == role else 0.0)
