@@ -14,7 +14,8 @@
   the observer starts, loads the latest one at once: a restarted broker replays only the log after it.
 
 The broker reports :attr:`MetadataObserver.current_metadata_offset` in its heartbeats; the controller unfences it
-once that offset reaches its registration, as Kafka's does.
+once that offset reaches its registration, as Kafka's does. The first catch-up (the image reaching what the leader
+had committed when the observer found it, asked by DescribeQuorum) is logged as ``metadata_caught_up``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import dataclasses
 import time
 from pathlib import Path
 
+import grpc
 import structlog
 
 from controller.quorum_controller import ControllerSettings, QuorumController
@@ -35,10 +37,12 @@ from quorum.log.quorum_state import QuorumStateStore
 from quorum.raft.config import RaftConfig, VoterAddress
 from quorum.raft.roles import Follower
 from quorum.raft.runtime import RaftNode
+from quorum.transport.pb import quorum_pb2, quorum_pb2_grpc
 
 log = structlog.get_logger("broker.observer")
 
 WATCH_INTERVAL_S = 0.02  # how often the first catch-up is looked for
+DESCRIBE_TIMEOUT_S = 2.0
 STATUS_INTERVAL_S = 30.0  # how often a metadata_observer_status line is logged after it
 
 
@@ -147,9 +151,11 @@ class MetadataObserver:
 
     @property
     def caught_up(self) -> bool:
-        """The image holds everything below the high watermark the leader last told this observer."""
-        if not self._following():
-            return False  # no word from a leader yet: what there is to catch up with is unknown
+        """The image holds everything below the high watermark this observer learned, and at least what the leader
+        had committed when it first found it. (The learned one alone is not enough: a follower's high watermark is
+        capped by its own log end, so mid catch-up it only says how far the fetched records go.)"""
+        if self.catch_up_seconds is None or not self._following():
+            return False
         return self.current_metadata_offset + 1 >= self.high_watermark
 
     def describe(self) -> dict[str, object]:
@@ -167,30 +173,43 @@ class MetadataObserver:
         }
 
     def _following(self) -> bool:
-        """Fetching records from a leader: not looking for one, not fetching its snapshot, and past the end of any
-        snapshot installed (right after an install the high watermark is the snapshot's end, not the leader's)."""
+        """Fetching from a leader: not looking for one, not in the middle of fetching its snapshot."""
         core = self.node.core
         if core is None or not isinstance(core.role, Follower):
             return False
-        role = core.role
-        has_records = self.log.end_offset > self.log.start_offset
-        return role.last_fetch_ok_ms is not None and role.snapshot is None and has_records
+        return core.role.last_fetch_ok_ms is not None and core.role.snapshot is None
+
+    async def _leader_high_watermark(self) -> int | None:
+        """The leader's own high watermark (DescribeQuorum on its admin service); None if it cannot be asked."""
+        address = self.voters.get(self.leader_id)
+        if address is None:
+            return None
+        host = f"[{address.host}]" if ":" in address.host else address.host  # gRPC's form of an IPv6 address
+        try:
+            async with grpc.aio.insecure_channel(f"{host}:{address.port}") as channel:
+                stub = quorum_pb2_grpc.QuorumAdminStub(channel)
+                response = await stub.DescribeQuorum(quorum_pb2.DescribeQuorumRequest(), timeout=DESCRIBE_TIMEOUT_S)
+        except grpc.aio.AioRpcError:
+            return None
+        return response.high_watermark if response.role == "Leader" else None
 
     async def _watch(self, started: float) -> None:
-        """Log the first catch-up: the image holds what the high watermark was at the previous look (20 ms ago).
-        Comparing with the current one instead could take long under a steady stream of writes."""
-        previous: int | None = None
-        while True:
+        """The first catch-up: once following a leader, ask it for its high watermark (this observer's own is capped
+        by what it has fetched so far), then wait for the image to reach it; log how long that took."""
+        target: int | None = None
+        while target is None:
             await asyncio.sleep(WATCH_INTERVAL_S)
-            if not self._following():
-                previous = None
-                continue
-            if previous is not None and self.current_metadata_offset + 1 >= previous:
-                break
-            previous = self.high_watermark
+            if self._following():
+                target = await self._leader_high_watermark()
+        while self.current_metadata_offset + 1 < target:
+            await asyncio.sleep(WATCH_INTERVAL_S)
         self.catch_up_seconds = time.monotonic() - started
         log.info(
-            "metadata_caught_up", broker_id=self.broker_id, seconds=round(self.catch_up_seconds, 3), **self.describe()
+            "metadata_caught_up",
+            broker_id=self.broker_id,
+            seconds=round(self.catch_up_seconds, 3),
+            leader_high_watermark=target,
+            **self.describe(),
         )
         while True:
             await asyncio.sleep(STATUS_INTERVAL_S)
