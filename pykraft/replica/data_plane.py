@@ -121,8 +121,15 @@ def brokers_of(cluster: ClusterDescription, listener_name: str = "PLAINTEXT") ->
 
 class ImageMetadata:
     """This broker's partitions and every broker, read in place from a metadata image (committed state only).
-    :meth:`read` rebuilds them only when a map they come from changed: it remembers each map and its change
-    count (a snapshot load replaces the maps, hence both)."""
+
+    :meth:`read` looks again only when a map they come from changed (it remembers each map and its change count: a
+    snapshot load replaces the maps, hence both). It then walks a copy of the partitions taken at once (a
+    consistent view; commits go on meanwhile) in slices, yielding to the loop between them, so a million
+    partitions never hold up Raft or the heartbeats for long. A partition whose registration object is the one
+    seen last time (registrations are immutable) keeps its metadata, and when none of this broker's changed, nor
+    any broker, the manager is not asked to apply anything."""
+
+    SLICE = 50_000  # partitions walked between two yields to the loop
 
     def __init__(self, image: QuorumController, broker_id: int, listener_name: str = "PLAINTEXT") -> None:
         self.image = image
@@ -132,6 +139,8 @@ class ImageMetadata:
         self.brokers: dict[int, BrokerState] = {}
         self._metadata_seen: tuple[object, ...] = ()
         self._configs_seen: tuple[object, ...] = ()
+        # This broker's partitions as last built: key -> (registration, topic name, metadata).
+        self._held: dict[tuple[Uuid, int], tuple[object, str, PartitionMetadata]] = {}
 
     def ready(self, broker_epoch: int) -> bool:
         """Does the image hold this broker's registration in ``broker_epoch`` (the offset of its record)? Then it
@@ -139,39 +148,52 @@ class ImageMetadata:
         b = self.image.cluster.brokers.committed().get(self.broker_id)
         return b is not None and b.epoch >= broker_epoch >= 0
 
-    def read(self) -> tuple[bool, bool]:
-        """Refresh from the image: (partitions or brokers changed, configs changed) since the last call."""
+    async def read(self) -> tuple[bool, bool]:
+        """Refresh from the image: (this broker's partitions or the brokers changed, configs changed) since the
+        last call."""
         image = self.image
         r = image.replication
         maps = (r.partitions, r.topics, image.cluster.brokers)
         seen = (*maps, *(m.version for m in maps))
-        metadata_changed = not _same(seen, self._metadata_seen)
-        if metadata_changed:
+        metadata_changed = False
+        if not _same(seen, self._metadata_seen):
             self._metadata_seen = seen
-            self.partitions = self._partitions()
-            self.brokers = self._brokers()
+            brokers = self._brokers()
+            held_changed = await self._rebuild()
+            metadata_changed = held_changed or brokers != self.brokers
+            self.brokers = brokers
         configs = image.configs.configs
         seen = (configs, configs.version)
         configs_changed = not _same(seen, self._configs_seen)
         self._configs_seen = seen
         return metadata_changed, configs_changed
 
-    def _partitions(self) -> list[PartitionMetadata]:
+    async def _rebuild(self) -> bool:
+        """Rebuild :attr:`partitions`; True if any of this broker's changed (or came, or went)."""
         r = self.image.replication
-        topics = r.topics.committed()
+        topics = dict(r.topics.committed())
+        items = list(r.partitions.committed().items())  # the view of this instant, whatever commits next
         me = self.broker_id
-        out = []
-        for (topic_id, index), p in r.partitions.committed().items():
-            if me not in p.replicas:  # the manager skips them too: not building them saves most of the work
-                continue
-            t = topics.get(topic_id)
-            if t is None:
-                continue
-            out.append(
-                PartitionMetadata(
-                    topic_id,
+        old, held = self._held, {}
+        changed = False
+        for start in range(0, len(items), self.SLICE):
+            if start:
+                await asyncio.sleep(0)
+            for key, p in items[start : start + self.SLICE]:
+                if me not in p.replicas:
+                    continue  # the manager skips them too: not building them saves most of the work
+                t = topics.get(key[0])
+                if t is None:
+                    continue
+                before = old.get(key)
+                if before is not None and before[0] is p and before[1] == t.name:
+                    held[key] = before
+                    continue
+                changed = True
+                m = PartitionMetadata(
+                    key[0],
                     t.name,
-                    index,
+                    key[1],
                     p.leader,
                     p.leader_epoch,
                     p.partition_epoch,
@@ -181,8 +203,12 @@ class ImageMetadata:
                     p.adding,
                     p.removing,
                 )
-            )
-        return out
+                held[key] = (p, t.name, m)
+        changed = changed or len(held) != len(old)
+        self._held = held
+        if changed:
+            self.partitions = [m for _, _, m in held.values()]
+        return changed
 
     def _brokers(self) -> dict[int, BrokerState]:
         out = {}
@@ -417,7 +443,7 @@ class DataPlane:
         if not image.ready(self.broker_epoch()):
             return 0  # still catching up to its registration
         started = time.perf_counter()
-        metadata_changed, configs_changed = image.read()
+        metadata_changed, configs_changed = await image.read()
         changed = 0
         if metadata_changed:
             changed = self.manager.apply_metadata(image.partitions, image.brokers)
