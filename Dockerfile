@@ -4,6 +4,7 @@ WORKDIR /opt/pykraft
 COPY pyproject.toml README.md ./
 COPY quorum ./quorum
 COPY controller ./controller
+COPY broker ./broker
 COPY pykraft ./pykraft
 COPY audit ./audit
 RUN pip install --no-cache-dir .

@@ -272,7 +272,7 @@ class RaftNode:
     def register(self, listener: RaftListener) -> None:
         """Add a listener. Registered before :meth:`start`, it loads the latest snapshot at once, before the core
         runs: a load of millions of records must not stall a running node's timers."""
-        state = _ListenerState(listener, self.log.start_offset)
+        state = _ListenerState(listener, 0)  # it holds nothing yet: the latest snapshot (if any) comes first
         self._listeners.append(state)
         if self.core is None:
             self._load_snapshot_if_behind(state)
