@@ -129,6 +129,10 @@ class Faults:
                 "request_timeout_ms": 40,
                 "election_backoff_max_ms": 20,
                 "fetch_max_bytes": 128,
+                # Below the fetch timeout (as Kafka's defaults are, 500 ms to 2 s): a parked fetch held longer
+                # than it made every quiet follower time out, a new election every ~50 ms for ever once the
+                # cluster healed, and a lagging node never finished fetching a snapshot from one leader.
+                "fetch_max_wait_ms": 30,
             },
         )
 

@@ -42,6 +42,9 @@ __all__ = ["CLUSTER_ID", "SIM_CONFIG", "Faults", "InvariantViolation", "SimNode"
 T = TypeVar("T")
 
 CLUSTER_ID = "sim-cluster"
+# Each incarnation of a node numbers its requests from incarnation * CORRELATION_SPAN, so that a response tells which
+# incarnation asked (see Simulation._send).
+CORRELATION_SPAN = 1 << 32
 
 # Timeouts scaled down from Kafka's defaults so that a few thousand steps see many elections; the protocol does not
 # depend on the absolute values. Messages take ~1-5 ms here, so the ratios stay realistic.
@@ -68,6 +71,7 @@ class SimNode:
     flushing: bool = False
     slow_disk: bool = False
     last_hw: int = 0  # high watermark seen this incarnation (must never fall)
+    incarnation: int = 0  # how many times it started: its correlation ids are incarnation * CORRELATION_SPAN + n
     checked_hw: int = 0
 
     @property
@@ -163,6 +167,8 @@ class Simulation(FaultInjection, Invariants):
             self.stats.crash_points += 1
             self._schedule(self.rng.randint(5, 50), lambda: self._supervisor_restart(node))
             return
+        node.incarnation += 1
+        node.core._correlation = node.incarnation * CORRELATION_SPAN  # (a core numbers from 1 in each process)
         node.last_hw = node.checked_hw = 0
         node.tick_at = None
         node.flushing = False
@@ -220,11 +226,18 @@ class Simulation(FaultInjection, Invariants):
         m = env.message
         if isinstance(m, VoteResponse) and m.vote_granted and not m.pre_vote:
             self._check_one_vote(env.source, m.epoch, env.destination)
+        if (
+            not isinstance(m, REQUEST_TYPES)
+            and m.correlation_id // CORRELATION_SPAN != self.nodes[env.destination].incarnation
+        ):
+            # The answer to a request of the destination's previous incarnation (delayed, it arrived after the
+            # restart): it would go back on that process's connection, which died with it.
+            return
         if (env.source, env.destination) in self._blocked or self.rng.random() < self.faults.drop:
             return
         # Addressed to the destination's current incarnation: its connections die with it, so a message in flight
-        # when it crashes never reaches the next one (which would take a stale response for the answer to its own
-        # request: correlation ids start over with each incarnation).
+        # when it crashes never reaches the next one (which could take a stale response for the answer to its own
+        # request: a real process numbers its requests from 1 again).
         target = self.nodes[env.destination].core
         if target is None and isinstance(m, REQUEST_TYPES):
             # The transport's stream to a down peer waits for it to come back, holding requests until the request

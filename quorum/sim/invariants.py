@@ -92,7 +92,10 @@ class Invariants:
                 raise self._violation(f"node {node.node_id}'s high watermark fell from {node.last_hw} to {hw}")
             node.last_hw = hw
             if node.log.snapshots:
-                self._check_snapshot(node, core)
+                latest = node.log.latest_snapshot()
+                assert latest is not None
+                if node.log.end_offset < latest.end_offset or hw < latest.end_offset:
+                    self._snapshot_violation(node, core)
             if hw > node.checked_hw:
                 self._check_committed(node, hw)
                 node.checked_hw = hw
@@ -101,19 +104,18 @@ class Invariants:
         self._check_electable_hold_committed()
         self._settle_pending()
 
-    def _check_snapshot(self, node: SimNode, core: RaftCore) -> None:
+    def _snapshot_violation(self, node: SimNode, core: RaftCore) -> None:
         """An up node's log reaches its latest snapshot (an install empties the log to start at its end; the open
-        finishes an interrupted one), and its high watermark does too (a snapshot holds only committed offsets)."""
+        finishes an interrupted one), and its high watermark does too (a snapshot holds only committed offsets):
+        check_invariants found one of them broken."""
         snapshot = node.log.latest_snapshot()
-        assert snapshot is not None
-        if node.log.end_offset < snapshot.end_offset:
+        if node.log.end_offset < snapshot.end_offset:  # type: ignore[union-attr]
             raise self._violation(
                 f"node {node.node_id}'s log ends at {node.log.end_offset}, before its latest snapshot {snapshot}"
             )
-        if core.high_watermark < snapshot.end_offset:
-            raise self._violation(
-                f"node {node.node_id}'s high watermark {core.high_watermark} is below its latest snapshot {snapshot}"
-            )
+        raise self._violation(
+            f"node {node.node_id}'s high watermark {core.high_watermark} is below its latest snapshot {snapshot}"
+        )
 
     def _check_durable_election_state(self, node: SimNode, core: RaftCore) -> None:
         """A node acts only on the election state it stored: epoch, vote and leader. Acting on more (a vote or a

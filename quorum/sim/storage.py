@@ -320,7 +320,10 @@ class SimLog:
     # -- snapshots -----------------------------------------------------------------------------------------------
 
     def latest_snapshot(self) -> SnapshotId | None:
-        return max(self.snapshots) if self.snapshots else None
+        snapshots = self.snapshots
+        if len(snapshots) == 1:  # the usual case once cleaned: no comparisons (checked after every step)
+            return next(iter(snapshots))
+        return max(snapshots) if snapshots else None
 
     def read_snapshot(self, snapshot_id: SnapshotId, position: int, max_bytes: int) -> tuple[bytes, int] | None:
         data = self.snapshots.get(snapshot_id)
