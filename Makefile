@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DATA_DIR ?= ./data
 
-.PHONY: install run test lint java format proto bench soak clean
+.PHONY: install run test lint java format proto bench bench-scale soak clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "pykraft needs Python >= 3.11, found " + sys.version.split()[0])'
@@ -54,6 +54,11 @@ bench: $(STAMP)
 	$(PY) benchmarks/raft_append.py
 	$(PY) benchmarks/create_topics.py
 	$(PY) benchmarks/audit_replay.py
+
+## make bench-scale — 3 controllers and 6 observer brokers at 2,000,000 partitions: creation, memory, restarts,
+## snapshots under load, failover, snapshot transfer, idle retention (long; `benchmarks/scale.py --quick`: ~3 min)
+bench-scale: $(STAMP)
+	$(PY) benchmarks/scale.py
 
 ## make soak — a long simulation soak (SEEDS=10000 by default)
 SEEDS ?= 10000

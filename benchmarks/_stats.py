@@ -140,3 +140,24 @@ def acceptance(
         out.append({"name": text, "target_met": ok, "pass": passed})
     print_failures(measured, what)
     return out
+
+
+def median(values: list[float]) -> float:
+    """The middle value (the mean of the two middle ones for an even count); NaN for none."""
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def rss_bytes(pid: int) -> int | None:
+    """A process's resident set size now (VmRSS of Linux /proc/PID/status), or None where there is none."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None

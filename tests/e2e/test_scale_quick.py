@@ -1,0 +1,80 @@
+"""The scale benchmark's phases at a small size (``benchmarks/scale.py --partitions 20000``, one kill -9 trial, no
+idle phase), run as a process the way ``make bench-scale`` runs it, checking what must hold whatever the machine's
+speed: every topic created and held by every node, the restarted controller describing exactly what the leader
+described, the wiped follower rebuilt from a snapshot, snapshots on disk bounded. Timings are the benchmark's to
+print, never asserted here (this machine is small and shared)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PARTITIONS = 20_000
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("scale-quick")
+    cmd = [
+        sys.executable, str(REPO / "benchmarks" / "scale.py"), "--partitions", str(PARTITIONS), "--trials", "1",
+        "--idle-minutes", "0", "--appender-seconds", "1", "--json", "--dir", str(out),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO, env=env, check=False)
+    assert run.returncode == 0, f"scale.py exited {run.returncode}\n{run.stdout[-6000:]}\n{run.stderr[-6000:]}"
+    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"no JSON report printed\n{run.stdout[-6000:]}"
+    return json.loads(lines[-1])
+
+
+def test_every_partition_created_and_every_node_caught_up(report: dict[str, Any]) -> None:
+    c = report["create"]
+    assert c["created_partitions"] == PARTITIONS, c
+    assert c["leader_partition_count"] - c["partitions_before"] == PARTITIONS, c
+    assert report["all_caught_up_at_end"]
+    if report["observers"]:
+        images = c["broker_images_hold_the_last_request"]
+        assert len(images) == 6 and all(images.values()), images
+
+
+def test_restarted_controller_describes_what_the_leader_described(report: dict[str, Any]) -> None:
+    r = report["restart_controller"]
+    assert r["exit_code"] == 0
+    assert r["snapshot_loaded"] is not None, "the restarted controller loaded no snapshot"
+    assert r["snapshot_loaded"]["records"] > PARTITIONS
+    assert r["describe_equal"], r["described"]
+    assert r["described"]["partitions"] >= PARTITIONS
+
+
+def test_restarted_broker_loads_its_snapshot_and_catches_up(report: dict[str, Any]) -> None:
+    if not report["observers"]:
+        pytest.skip("pykraft broker is not a Raft observer in this tree")
+    r = report["restart_broker"]
+    assert r["snapshot_loaded"] is not None and r["snapshot_loaded"]["records"] > PARTITIONS, r
+    assert r["ready_s"] > 0
+
+
+def test_failover_accepts_create_topics_again(report: dict[str, Any]) -> None:
+    for phase in ("failover_empty", "failover_full"):
+        (trial,) = report[phase]["trials"]
+        assert trial["new_leader"] != trial["killed"], trial
+        assert trial["new_epoch"] > trial["epoch"], trial
+
+
+def test_wiped_follower_installs_a_snapshot_and_converges(report: dict[str, Any]) -> None:
+    w = report["wiped_follower"]
+    assert w["leader_log_start"] > 0, "retention left the leader's log at 0: nothing forced a snapshot fetch"
+    assert w["installed"], w
+    assert w["snapshot_bytes"] and w["snapshot_bytes"] > 0
+    assert w["files"]["snapshots"] >= 1 and w["files"]["partial_snapshots"] == 0, w["files"]
+
+
+def test_files_on_disk_bounded(report: dict[str, Any]) -> None:
+    assert report["files_bounded"], report["files_at_end"]
