@@ -33,7 +33,7 @@ from quorum.errors import Errors, NotLeaderError
 from quorum.log.batch import CorruptBatchError, iter_batches
 from quorum.log.control import LeaderChangeMessage, Voter, encode_control
 from quorum.log.quorum_state import ElectionState
-from quorum.log.snapshots import CorruptSnapshotError, SnapshotId
+from quorum.log.snapshots import SnapshotId
 from quorum.raft.accumulator import BatchAccumulator
 from quorum.raft.config import RaftConfig
 from quorum.raft.messages import (
@@ -53,7 +53,8 @@ from quorum.raft.messages import (
     VoteResponse,
 )
 from quorum.raft.roles import Candidate, Follower, Leader, Prospective, ReplicaState, Resigned, Role, Unattached, Voted
-from quorum.raft.storage import ElectionStore, RaftLog, SnapshotInstall
+from quorum.raft.snapshot_fetch import BUG_INSTALL_WITHOUT_TRUNCATE, SnapshotFetching
+from quorum.raft.storage import ElectionStore, RaftLog
 
 log = structlog.get_logger("quorum.raft")
 
@@ -65,7 +66,6 @@ BUG_SKIP_DIVERGENCE_CHECK = "skip-divergence-check"
 BUG_VOTE_BEFORE_PERSIST = "reply-to-vote-before-persisting"
 BUG_VOTE_PERSISTED_AS_NONE = "persist-vote-as-none"
 BUG_COMMIT_BY_COUNTING = "commit-earlier-epoch-by-counting"
-BUG_INSTALL_WITHOUT_TRUNCATE = "install-snapshot-without-truncating"
 KNOWN_BUGS = frozenset(
     {
         BUG_HW_BEFORE_FSYNC,
@@ -95,7 +95,7 @@ class CoreMetrics:
     snapshot_bytes_fetched: int = 0
 
 
-class RaftCore:
+class RaftCore(SnapshotFetching):
     def __init__(
         self,
         *,
@@ -869,112 +869,6 @@ class RaftCore:
         except (CorruptBatchError, ValueError) as e:
             self._log.warning("fetched_batch_rejected", leader_id=f.leader_id, error=str(e))
         return appended
-
-    # -- snapshots (FetchSnapshot) ---------------------------------------------------------------------------
-
-    def _on_fetch_snapshot_request(self, source: int, m: FetchSnapshotRequest, now: int) -> None:
-        r = self.role
-        if m.leader_epoch < self.epoch:
-            self._reply(source, m, Errors.FENCED_LEADER_EPOCH)
-            return
-        if m.leader_epoch > self.epoch:
-            self._reply(source, m, Errors.UNKNOWN_LEADER_EPOCH)
-            return
-        if not isinstance(r, Leader):
-            self._reply(source, m, Errors.NOT_LEADER_OR_FOLLOWER)
-            return
-        if m.max_bytes <= 0:
-            self._reply(source, m, Errors.INVALID_REQUEST)
-            return
-        s = r.replica(source)
-        s.last_fetch_ms = now  # fetching a snapshot is fetching: it keeps the leader's quorum check happy
-        self._note_check_quorum(r, now)
-        sid = SnapshotId(m.snapshot_end_offset, m.snapshot_epoch)
-        try:
-            found = self.log.read_snapshot(sid, m.position, min(m.max_bytes, self.config.fetch_max_bytes))
-        except ValueError:
-            self._reply(source, m, Errors.POSITION_OUT_OF_RANGE)
-            return
-        if found is None or m.position < 0:
-            self._reply(source, m, Errors.SNAPSHOT_NOT_FOUND if found is None else Errors.POSITION_OUT_OF_RANGE)
-            return
-        data, size = found
-        reply = FetchSnapshotResponse(
-            Errors.NONE, r.epoch, self.id, sid.end_offset, sid.epoch, size, m.position, data, m.correlation_id
-        )
-        self._send(source, reply)
-
-    def _start_snapshot_fetch(self, f: Follower, sid: SnapshotId, now: int) -> None:
-        if sid.epoch > f.epoch or sid.end_offset <= 0:
-            self._log.warning("fetch_snapshot_id_invalid", leader_id=f.leader_id, snapshot=str(sid), epoch=f.epoch)
-            f.fetch_sent_ms = now + self.config.retry_backoff_ms
-            return
-        if f.snapshot_id != sid:
-            if f.snapshot is not None:
-                f.snapshot.abort()
-            f.snapshot_id, f.snapshot = sid, self.log.begin_snapshot(sid)
-            self._log.info(
-                "snapshot_fetch_started", leader_id=f.leader_id, snapshot=str(sid), log_end_offset=self.log.end_offset
-            )
-        self._send_fetch(f, now)
-
-    def _on_fetch_snapshot_response(self, source: int, m: FetchSnapshotResponse, now: int) -> None:
-        if self._learn(m.epoch, m.leader_id, now, f"fetch snapshot response from {source}"):
-            return
-        f = self.role
-        if not isinstance(f, Follower) or source != f.leader_id or m.correlation_id != f.fetch_correlation:
-            return
-        f.fetch_correlation = None
-        install, sid = f.snapshot, f.snapshot_id
-        if install is None or sid is None:
-            f.fetch_sent_ms = now
-            return
-        if m.error in (Errors.SNAPSHOT_NOT_FOUND, Errors.POSITION_OUT_OF_RANGE):
-            # The leader cleaned that snapshot away (a newer one exists): fetch again to learn which.
-            self._log.info("snapshot_fetch_restarted", snapshot=str(sid), error=m.error.name)
-            install.abort()
-            f.snapshot = f.snapshot_id = None
-            self._send_fetch(f, now)
-            return
-        if m.error != Errors.NONE or m.epoch != f.epoch:
-            f.fetch_sent_ms = now + self.config.retry_backoff_ms
-            return
-        if (m.snapshot_end_offset, m.snapshot_epoch) != (sid.end_offset, sid.epoch) or m.position != install.size:
-            f.fetch_sent_ms = now  # not the piece we asked for: ask again
-            return
-        f.last_fetch_ok_ms = now
-        f.fetch_deadline = self._fetch_deadline(now)
-        install.write(m.position, m.data)
-        self.metrics.snapshot_bytes_fetched += len(m.data)
-        if install.size < m.size:
-            self._send_fetch(f, now)
-            return
-        f.snapshot = f.snapshot_id = None
-        self._install_snapshot(install, sid, f, now)
-        self._send_fetch(f, now)
-
-    def _install_snapshot(self, install: SnapshotInstall, sid: SnapshotId, f: Follower, now: int) -> None:
-        if BUG_INSTALL_WITHOUT_TRUNCATE in self.bugs:
-            new_end = self.log.end_offset
-            self.log.install_snapshot(install, truncate=False)  # type: ignore[call-arg]  # the sim's log only
-        else:
-            old_end = self.log.end_offset
-            try:
-                new_end = self.log.install_snapshot(install)
-            except CorruptSnapshotError as e:
-                self._log.error("fetched_snapshot_rejected", snapshot=str(sid), error=str(e))
-                return  # the next fetch names a snapshot again; we start it over
-            self._log.warning(
-                "snapshot_installed", snapshot=str(sid), leader_id=f.leader_id, old_end=old_end, new_end=new_end
-            )
-        # What the log now holds is durable: the snapshot was fsync'd, the emptied log starts at its end.
-        self._durable_offset = new_end if new_end == sid.end_offset else min(self._durable_offset, new_end)
-        if self._flush_in_flight:
-            self._truncated_below = new_end if self._truncated_below is None else min(self._truncated_below, new_end)
-        if sid.end_offset > self.high_watermark:
-            self.high_watermark = sid.end_offset  # a snapshot holds only committed offsets
-            self.metrics.committed_offset_advances += 1
-        self.metrics.snapshots_installed += 1
 
     def _truncate_diverging(self, epoch: int, end_offset: int, now: int) -> None:
         local_epoch, local_end = self.log.end_offset_for_epoch(epoch)
