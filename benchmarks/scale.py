@@ -414,6 +414,7 @@ class Settings:
     appender_window_s: float
     segment_bytes: int
     retention_bytes: int
+    create_deadline_s: float = 3600.0
 
 
 @dataclass
@@ -428,6 +429,7 @@ class Bench:
     metrics_ports: dict[int, int] = field(default_factory=dict)
     topic_names: list[str] = field(default_factory=list)  # every topic this benchmark asked to create
     abort: str | None = None  # why the run was stopped early (memory), if it was
+    broker_metrics_progress: bool | None = None  # do the brokers' metrics say their log end and applied offset?
 
     def __post_init__(self) -> None:
         STARTED.append(self)
@@ -498,6 +500,9 @@ class Bench:
             line = await asyncio.to_thread(self.stub.stdout.readline)
             assert line.strip() == b"ready", f"stub brokers did not start: {line!r}"
         await self.wait_brokers_unfenced()
+        while self.brokers and self.broker_metrics_progress is None:  # asked once, while the cluster is empty
+            await self.broker_progress(min(self.brokers))
+            await asyncio.sleep(0.1)
 
     def kill_all(self) -> None:
         """kill -9 of every process started here that still runs (after an interruption)."""
@@ -567,8 +572,14 @@ class Bench:
         return int(m["kafka_raft_log_end_offset"]), int(m["kafka_controller_last_committed_offset"])
 
     async def broker_progress(self, broker_id: int) -> tuple[int, int] | None:
-        """(log end offset, applied offset) of an observer broker from its metrics, or None if they have neither."""
+        """(log end offset, applied offset) of an observer broker from its metrics, or None if they have neither.
+        Brokers whose metrics have no log end offset are not scraped again: their exposition lists every replica
+        (a million lines at 2M partitions), and scraping it often took a quarter of a broker's CPU."""
+        if self.broker_metrics_progress is False:
+            return None
         m = await asyncio.to_thread(scrape, self.brokers[broker_id].metrics_port)
+        if m is not None and self.broker_metrics_progress is None:
+            self.broker_metrics_progress = "kafka_raft_log_end_offset" in m
         if m is None or "kafka_raft_log_end_offset" not in m:
             return None
         applied = m.get("kafka_controller_last_committed_offset", m.get("kafka_server_metadata_last_applied_offset"))
@@ -694,7 +705,7 @@ class Bench:
 # -- phases ------------------------------------------------------------------------------------------------------
 
 
-async def create_partitions(bench: Bench, partitions: int) -> dict[str, Any]:
+async def create_partitions(bench: Bench, partitions: int, deadline_s: float = 3600) -> dict[str, Any]:
     """Topics of 100 partitions, 99 a request, IN_FLIGHT requests at a time, to the leader; then wait for every
     controller and observer to hold and apply it all.
 
@@ -717,6 +728,8 @@ async def create_partitions(bench: Bench, partitions: int) -> dict[str, Any]:
     pending = iter(requests)
     tally = Tally()
     created = {"topics": 0, "partitions": 0, "retries": 0}
+    stopped = {"at_deadline": False}
+    created_topics: list[tuple[str, int]] = []  # in the order answered
     channels: dict[str, grpc.aio.Channel] = {}
 
     def stub_for(target: str) -> pb_grpc.ControllerStub:
@@ -735,6 +748,9 @@ async def create_partitions(bench: Bench, partitions: int) -> dict[str, Any]:
 
     async def worker() -> None:
         for chunk in pending:
+            if time.perf_counter() - started > deadline_s:
+                stopped["at_deadline"] = True
+                return  # the rest is not sent: the phase reports how far it got
             retry = False
             while True:
                 req = pb.CreateTopicsRequest(timeout_ms=60_000)
@@ -763,6 +779,7 @@ async def create_partitions(bench: Bench, partitions: int) -> dict[str, Any]:
             created["topics"] += len(ok)
             created["partitions"] += sum(n for name, n in chunk if name in ok)
             codes = [c for c in failed_codes(resp, len(chunk)) if not (retry and c == "TOPIC_ALREADY_EXISTS")]
+            created_topics.extend((name, n) for name, n in chunk if name in ok)
             if codes:
                 tally.failure(*codes)
             else:
@@ -772,17 +789,24 @@ async def create_partitions(bench: Bench, partitions: int) -> dict[str, Any]:
     meter = PhaseCpu(bench)
     started = time.perf_counter()
     watch = asyncio.create_task(progress_lines(bench, started, created))
+    caught_up: float | None = None
+    behind: dict[str, str] = {}
     try:
         await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
         answered = time.perf_counter() - started
-        caught_up = await bench.wait_caught_up(timeout=max(600, partitions / 1000))
+        try:
+            caught_up = await bench.wait_caught_up(timeout=max(300.0, min(900.0, deadline_s / 2)))
+        except TimeoutError as e:
+            behind = {"why": str(e)}
     finally:
         watch.cancel()
         for ch in channels.values():
             await ch.close()
+    if bench.abort:
+        raise OutOfMemory(bench.abort)
     total = time.perf_counter() - started
     cpu = meter.used()
-    last = requests[-1]
+    last = created_topics[-TOPICS_PER_REQUEST:]
     images = await bench.images_hold([name for name, _ in last], sum(n for _, n in last)) if bench.observers else {}
     return {
         "partitions": partitions,
@@ -795,6 +819,9 @@ async def create_partitions(bench: Bench, partitions: int) -> dict[str, Any]:
         "partitions_before": existing,
         "answered_s": answered,
         "caught_up_after_s": caught_up,
+        "not_caught_up": behind,
+        "stopped_at_deadline": stopped["at_deadline"],
+        "deadline_s": deadline_s,
         "total_s": total,
         "partitions_per_s": created["partitions"] / total if total else 0.0,
         "request_p50_ms": tally.percentile(50),
@@ -1294,7 +1321,21 @@ def settings_for(args: argparse.Namespace) -> Settings:
         appender_window_s=args.appender_seconds or (3.0 if args.quick else 5.0),
         segment_bytes=max(64 * 1024, int(8 * 2**20 * scale)),
         retention_bytes=max(2**20, int(100 * 2**20 * scale)),
+        create_deadline_s=args.create_deadline or (600.0 if args.quick else 1200.0),
     )
+
+
+def quorum_churn(bench: Bench, since: dict[int, int]) -> dict[str, Any]:
+    """From the controllers' logs after ``since`` (byte offsets): leaders elected, fencings, snapshots, GC pauses."""
+    out: dict[str, Any] = {"leaders_elected": 0, "brokers_fenced": 0, "snapshots": {}, "gc": {}}
+    for i, nd in bench.cluster.nodes.items():
+        roles = log_events(nd.log_path, "role_changed", since.get(i, 0))
+        out["leaders_elected"] += sum(1 for e in roles if e.get("role") == "Leader")
+        out["brokers_fenced"] += len(log_events(nd.log_path, "brokers_fenced", since.get(i, 0)))
+        out["snapshots"][f"c{i}"] = len(log_events(nd.log_path, "snapshot_generated", since.get(i, 0)))
+        pauses = [e.get("pause_ms", 0) for e in log_events(nd.log_path, "gc_pause", since.get(i, 0))]
+        out["gc"][f"c{i}"] = {"count": len(pauses), "seconds": sum(pauses) / 1000, "longest_ms": max(pauses, default=0)}
+    return out
 
 
 def print_memory(memory: dict[str, Any]) -> None:
@@ -1350,21 +1391,42 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
             f"{TOPICS_PER_REQUEST} topics/request, {IN_FLIGHT} in flight)",
             flush=True,
         )
-        r = await create_partitions(bench, n)
+        log_marks = {i: log_size(nd.log_path) for i, nd in bench.cluster.nodes.items()}
+        r = await create_partitions(bench, n, settings.create_deadline_s)
+        r["quorum"] = quorum_churn(bench, log_marks)
         report["create"] = r
-        verdict = "PASS" if r["total_s"] <= CREATE_TARGET_S and observers and not r["failed"] else "FAIL"
+        complete = r["created_partitions"] == n and r["caught_up_after_s"] is not None
+        verdict = "PASS" if complete and r["total_s"] <= CREATE_TARGET_S and observers and not r["failed"] else "FAIL"
+        if complete:
+            print(
+                f"    {r['created_partitions']:,} partitions in {r['total_s']:.1f} s ({r['partitions_per_s']:,.0f}/s) "
+                f"to every controller and observer caught up  {verdict} (<= {CREATE_TARGET_S:.0f} s"
+                f"{'' if observers else ', with observers: not measured'})"
+            )
+        else:
+            print(
+                f"    NOT COMPLETE  {verdict}: {r['created_partitions']:,} of {n:,} partitions created in "
+                f"{r['answered_s']:.0f} s"
+                + (f" (stopped sending at the {r['deadline_s']:.0f} s deadline)" if r["stopped_at_deadline"] else "")
+                + (
+                    f"; all caught up {r['caught_up_after_s']:.1f} s later"
+                    if r["caught_up_after_s"] is not None
+                    else f"; NOT all caught up: {r['not_caught_up'].get('why', '')[:300]}"
+                )
+            )
         print(
-            f"    {r['created_partitions']:,} partitions in {r['total_s']:.1f} s ({r['partitions_per_s']:,.0f}/s) "
-            f"to every controller and observer caught up  {verdict} (<= {CREATE_TARGET_S:.0f} s"
-            f"{'' if observers else ', with observers: not measured'})"
+            f"    requests: p50 {r['request_p50_ms']:,.0f} ms, p99 {r['request_p99_ms']:,.0f} ms; "
+            f"{r['retried_attempts']} attempt(s) retried on a new leader; {errors_text(r)}"
         )
+        q = r["quorum"]
         print(
-            f"    requests answered after {r['answered_s']:.1f} s (p50 {r['request_p50_ms']:,.0f} ms, p99 "
-            f"{r['request_p99_ms']:,.0f} ms), then {r['caught_up_after_s']:.1f} s until all caught up; {errors_text(r)}"
+            f"    the quorum meanwhile: {q['leaders_elected']} leader(s) elected, brokers fenced {q['brokers_fenced']} "
+            f"time(s), snapshots taken {q['snapshots']}, GC pauses >= 50 ms per controller: "
+            + ", ".join(
+                f"{k} {v['count']} ({v['seconds']:.1f} s, longest {v['longest_ms']:.0f} ms)" for k, v in q["gc"].items()
+            )
         )
         print(f"    {cpu_text(r)}")
-        snaps = {f"c{i}": len(log_events(nd.log_path, "snapshot_generated")) for i, nd in bench.cluster.nodes.items()}
-        print(f"    snapshots the policy took meanwhile: {snaps}")
 
         held = r["leader_partition_count"] or 0
         print(f"    the leader holds {held:,} partitions; broker images hold the last request's topics: "
@@ -1444,7 +1506,7 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
         else:
             print(f"    broker: NOT MEASURED  FAIL (<= {RESTART_TARGET_S:.0f} s): brokers are not observers here")
 
-        print(f"\n[6] kill -9 of the active controller at {n:,} partitions ({settings.trials} trials)", flush=True)
+        print(f"\n[6] kill -9 of the active controller at {held:,} partitions ({settings.trials} trials)", flush=True)
         r = await failover(bench, settings.trials, "full-probe")
         report["failover_full"] = r
         base = report["failover_empty"]["median_s"]
@@ -1687,6 +1749,12 @@ def main() -> int:
         type=float,
         default=None,
         help="the appender's baseline window (default 5; 3 with --quick)",
+    )
+    p.add_argument(
+        "--create-deadline",
+        type=float,
+        default=None,
+        help="stop sending CreateTopics after this many seconds and go on at the size reached (default 1200)",
     )
     p.add_argument("--keep", action="store_true", help="keep the data directories and logs")
     p.add_argument("--stub-brokers", help=argparse.SUPPRESS)
