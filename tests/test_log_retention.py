@@ -193,3 +193,45 @@ def test_partial_snapshot_files_are_removed_at_open(tmp_path: Path) -> None:
     assert not part.exists() and log.latest_snapshot() is None
     log.close()
     w.abort()
+
+
+def installed_at(tmp_path: Path, log: MetadataLog, sid: SnapshotId) -> None:
+    src = tmp_path / "leader" / METADATA_PARTITION_DIR
+    src.mkdir(parents=True, exist_ok=True)
+    writer = SnapshotFileWriter(src, sid, 1_700_000_000_000)
+    writer.append([b"leader-state"])
+    writer.freeze()
+    install = log.begin_snapshot(sid)
+    install.write(0, (src / sid.file_name).read_bytes())
+    log.install_snapshot(install)
+
+
+def test_a_log_starting_at_a_snapshot_answers_for_the_snapshot_epoch(tmp_path: Path) -> None:
+    """After an install, then batches of a later epoch, then retention trimming the epoch cache from its start, a
+    follower fetching at (snapshot end, snapshot epoch) is not diverging (or it would be sent the snapshot again);
+    truncated back to the snapshot, the empty log's last epoch is the snapshot's, not 0 (or its votes would
+    under-report its log)."""
+    log = open_log(tmp_path)
+    installed_at(tmp_path, log, SnapshotId(100, 4))
+    log.append(batch(100, 6))
+    log.append(batch(101, 6))
+    log.flush()
+    log.clean()
+    assert log.epochs.entries[0] == (6, 100)  # Kafka's truncateFromStart: epoch 4 ended at the log start
+    assert log.end_offset_for_epoch(4) == (4, 100)
+    assert log.end_offset_for_epoch(5) == (4, 100)
+    assert log.end_offset_for_epoch(3) == (-1, -1)
+    assert log.end_offset_for_epoch(6) == (6, 102)
+    log.truncate_to(100)
+    assert (log.end_offset, log.last_epoch) == (100, 4)
+    log.close()
+
+
+def test_an_interrupted_install_over_a_longer_divergent_log_is_finished_at_open(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 30, {i: 2 for i in range(30)})  # a stale log of epoch 2, longer than the snapshot
+    log.close()
+    SnapshotFileWriter(tmp_path / METADATA_PARTITION_DIR, SnapshotId(20, 5), 0).freeze()
+    log = open_log(tmp_path)
+    assert (log.start_offset, log.end_offset, log.last_epoch) == (20, 20, 5)
+    log.close()

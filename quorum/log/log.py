@@ -145,9 +145,13 @@ class MetadataLog:
             atomic_write(pm, _PARTITION_METADATA)
         self = cls(directory, config, segments, epochs, snapshots)
         latest = snapshots.latest
-        if latest is not None and latest.end_offset > self.end_offset:
-            # An installed snapshot whose truncation of the log a crash interrupted: finish it (Kafka's
-            # truncateToLatestSnapshot at open).
+        if latest is not None and (
+            latest.end_offset > self.end_offset
+            or latest.epoch > self.last_epoch
+            or (latest.epoch == self.last_epoch and latest.end_offset > self.end_offset)
+        ):
+            # An installed snapshot whose truncation of the log a crash interrupted — the log may even be longer
+            # than the snapshot, but from an older epoch, so divergent: finish it (Kafka's truncateToLatestSnapshot).
             self.truncate_to_snapshot(latest)
         elif latest is not None and latest.end_offset == self.start_offset:
             # A log that starts at a snapshot: the snapshot's epoch ends there (what an empty log reports as its
@@ -252,8 +256,18 @@ class MetadataLog:
 
     @property
     def last_epoch(self) -> int:
-        """The epoch of the last batch (the snapshot's for a log emptied to start at one; 0 for an empty log)."""
+        """The epoch of the last batch; for an empty log that starts at a snapshot, the snapshot's (Kafka's
+        lastFetchedEpoch); 0 for an empty log."""
+        if self.end_offset == self.start_offset:
+            at_start = self._snapshot_at_start()
+            if at_start is not None:
+                return at_start.epoch
         return max(self.epochs.latest_epoch, 0)
+
+    def _snapshot_at_start(self) -> SnapshotId | None:
+        """The snapshot ending exactly where the log starts, if any (what holds everything before it)."""
+        start = self.start_offset
+        return next((i for i in reversed(self.snapshots.ids) if i.end_offset == start), None)
 
     @property
     def size_bytes(self) -> int:
@@ -264,8 +278,16 @@ class MetadataLog:
         return [s.path for s in self._segments]
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """``(epoch, end offset)`` of the largest epoch <= ``epoch`` in this log; see EpochCache.end_offset_for."""
-        return self.epochs.end_offset_for(epoch, self.end_offset)
+        """``(epoch, end offset)`` of the largest epoch <= ``epoch`` in this log; see EpochCache.end_offset_for.
+        An epoch older than every epoch the log holds, but not older than the snapshot the log starts at, ends
+        where that snapshot does (Kafka's endOffsetForEpoch overrides it the same way): a follower that installed
+        that snapshot fetches from there and must not be sent the snapshot again."""
+        found = self.epochs.end_offset_for(epoch, self.end_offset)
+        if found[0] < 0:
+            at_start = self._snapshot_at_start()
+            if at_start is not None and at_start.epoch <= epoch:
+                return at_start.epoch, at_start.end_offset
+        return found
 
     # -- writing -------------------------------------------------------------------------------------------------
 

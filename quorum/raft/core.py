@@ -692,6 +692,8 @@ class RaftCore(SnapshotFetching):
         self._note_check_quorum(r, now)
         snapshot = self._snapshot_needed(m)
         if snapshot is not None:
+            # It holds no more than its fetch offset (a wiped voter: nothing); never count it for more.
+            s.end_offset = min(s.end_offset, m.fetch_offset)
             response = FetchResponse(
                 Errors.NONE,
                 r.epoch,

@@ -53,7 +53,8 @@ class SnapshotFetching:
         self._send(source, reply)
 
     def _start_snapshot_fetch(self: RaftCore, f: Follower, sid: SnapshotId, now: int) -> None:
-        if sid.epoch > f.epoch or sid.end_offset <= 0:
+        if sid.epoch > f.epoch or sid.end_offset <= 0 or sid.end_offset < self.high_watermark:
+            # A snapshot below what we know is committed would empty committed offsets: a leader never sends one.
             self._log.warning("fetch_snapshot_id_invalid", leader_id=f.leader_id, snapshot=str(sid), epoch=f.epoch)
             f.fetch_sent_ms = now + self.config.retry_backoff_ms
             return
@@ -92,6 +93,10 @@ class SnapshotFetching:
             return
         f.last_fetch_ok_ms = now
         f.fetch_deadline = self._fetch_deadline(now)
+        if f.leader_unreachable:  # the leader answers after all (as for a fetch answer)
+            f.leader_unreachable = False
+            if not f.leader_resigned:
+                f.prospective_at = None
         install.write(m.position, m.data)
         self.metrics.snapshot_bytes_fetched += len(m.data)
         if install.size < m.size:
