@@ -43,7 +43,7 @@ from pykraft.replica.data_plane import DataPlane
 from pykraft.replica.partition import ReplicaConfig
 from pykraft.service import ControllerService
 from quorum.errors import Errors
-from quorum.fault import FaultHandler, LoggingFaultHandler, ProcessTerminatingFaultHandler
+from quorum.fault import FaultHandler, LoggingFaultHandler, ProcessTerminatingFaultHandler, spawn
 from quorum.log.log import LogConfig, LogCorruptionError
 from quorum.log.message import Uuid
 from quorum.log.meta_properties import META_PROPERTIES, StorageIdentityError, read_properties
@@ -332,8 +332,12 @@ async def _main(args: argparse.Namespace, settings: ObserverSettings | None) -> 
             # Imported here: every other command of the CLI parses its arguments through this module.
             from broker.observer import MetadataObserver
 
-            resolving = asyncio.ensure_future(resolve_cluster_id(settings, admin))
-            stopping = asyncio.ensure_future(stop.wait())
+            # A failure of either is raised again by result() below; the watcher only makes sure it is logged.
+            def failed(e: BaseException) -> None:
+                log.error("cluster_id_resolution_failed", error=f"{type(e).__name__}: {e}")
+
+            resolving = spawn(resolve_cluster_id(settings, admin), name="resolve-cluster-id", on_error=failed)
+            stopping = spawn(stop.wait(), name="wait-for-stop", on_error=failed)
             await asyncio.wait([resolving, stopping], return_when=asyncio.FIRST_COMPLETED)
             stopping.cancel()
             if not resolving.done():  # stopped while the controllers were still unreachable
