@@ -672,16 +672,22 @@ class RaftCore(SnapshotFetching):
                 self.metrics.committed_offset_advances += 1
             self._wake_parked_fetches(r, now)
 
-    def _on_fetch_request(self, source: int, m: FetchRequest, now: int) -> None:
+    def _serving_leader(self, source: int, m: FetchRequest | FetchSnapshotRequest) -> Leader | None:
+        """This node as the leader of the fetcher's epoch, or None after answering why not."""
         r = self.role
         if m.leader_epoch < self.epoch:
             self._reply(source, m, Errors.FENCED_LEADER_EPOCH)
-            return
-        if m.leader_epoch > self.epoch:
+        elif m.leader_epoch > self.epoch:
             self._reply(source, m, Errors.UNKNOWN_LEADER_EPOCH)
-            return
-        if not isinstance(r, Leader):
+        elif not isinstance(r, Leader):
             self._reply(source, m, Errors.NOT_LEADER_OR_FOLLOWER)
+        else:
+            return r
+        return None
+
+    def _on_fetch_request(self, source: int, m: FetchRequest, now: int) -> None:
+        r = self._serving_leader(source, m)
+        if r is None:
             return
         if m.fetch_offset < 0 or m.last_fetched_epoch < 0 or m.last_fetched_epoch > r.epoch or m.max_bytes <= 0:
             self._reply(source, m, Errors.INVALID_REQUEST)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from quorum.errors import Errors
 from quorum.log.snapshots import CorruptSnapshotError, SnapshotId
 from quorum.raft.messages import FetchSnapshotRequest, FetchSnapshotResponse
-from quorum.raft.roles import Follower, Leader
+from quorum.raft.roles import Follower
 from quorum.raft.storage import SnapshotInstall
 
 if TYPE_CHECKING:
@@ -21,15 +21,8 @@ BUG_INSTALL_WITHOUT_TRUNCATE = "install-snapshot-without-truncating"
 
 class SnapshotFetching:
     def _on_fetch_snapshot_request(self: RaftCore, source: int, m: FetchSnapshotRequest, now: int) -> None:
-        r = self.role
-        if m.leader_epoch < self.epoch:
-            self._reply(source, m, Errors.FENCED_LEADER_EPOCH)
-            return
-        if m.leader_epoch > self.epoch:
-            self._reply(source, m, Errors.UNKNOWN_LEADER_EPOCH)
-            return
-        if not isinstance(r, Leader):
-            self._reply(source, m, Errors.NOT_LEADER_OR_FOLLOWER)
+        r = self._serving_leader(source, m)
+        if r is None:
             return
         if m.max_bytes <= 0:
             self._reply(source, m, Errors.INVALID_REQUEST)
