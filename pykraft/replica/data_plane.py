@@ -396,9 +396,12 @@ class DataPlane:
 
     async def stop(self) -> None:
         tasks = [*self._tasks, *self._fetchers.values()]
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # Cancel until done: on Python 3.11 a wait_for whose inner wait completes as the task is cancelled can
+        # swallow the cancellation, and a loop around it then runs on (a shutdown hung so, under load).
+        while pending := [t for t in tasks if not t.done()]:
+            for t in pending:
+                t.cancel()
+            await asyncio.wait(pending, timeout=0.1)
         self._tasks.clear()
         self._fetchers.clear()
         for ch in self._channels.values():
