@@ -863,28 +863,56 @@ async def progress_lines(bench: Bench, started: float, created: dict[str, int], 
 
 
 async def appender(
-    target: str, rate: int, stop: asyncio.Event, prefix: str, names: list[str]
+    targets: list[str], rate: int, stop: asyncio.Event, prefix: str, names: list[str]
 ) -> list[tuple[float, float | None, str | None]]:
     """One client creating 1 topic (3 partitions, RF 3) per request on a fixed schedule of ``rate``/s until
-    ``stop``: ``(scheduled time, latency ms from it or None, error)`` per request."""
+    ``stop``: ``(scheduled time, latency ms from it or None, error)`` per attempt. It starts with ``targets[0]``
+    and, as a client does, follows a NOT_CONTROLLER answer's hint (or tries the next controller after a transport
+    error) and sends the request again: each failed attempt is a sample of its own, and the request's latency runs
+    from its scheduled time to the answer that created the topic (TOPIC_ALREADY_EXISTS on a retry counts: the
+    attempt before it may have created it)."""
     samples: list[tuple[float, float | None, str | None]] = []
-    async with grpc.aio.insecure_channel(target) as ch:
-        stub = pb_grpc.ControllerStub(ch)
-        tasks = []
-        start = time.perf_counter()
+    current = {"target": targets[0]}
+    channels: dict[str, grpc.aio.Channel] = {}
 
-        async def one(i: int, scheduled: float) -> None:
-            name = f"{prefix}-{i}"
-            names.append(name)
+    def stub_for(target: str) -> pb_grpc.ControllerStub:
+        if target not in channels:
+            channels[target] = grpc.aio.insecure_channel(target)
+        return pb_grpc.ControllerStub(channels[target])
+
+    def next_target(failed: str) -> None:
+        if current["target"] == failed:
+            current["target"] = targets[(targets.index(failed) + 1) % len(targets)] if failed in targets else targets[0]
+
+    async def one(i: int, scheduled: float) -> None:
+        name = f"{prefix}-{i}"
+        names.append(name)
+        for attempt in range(20):
+            target = current["target"]
             try:
-                resp = await stub.CreateTopics(topic_request([name]), timeout=35)
+                resp = await stub_for(target).CreateTopics(topic_request([name]), timeout=35)
             except grpc.aio.AioRpcError as e:
                 samples.append((scheduled, None, f"grpc {e.code().name}"))
-                return
+                next_target(target)
+                await asyncio.sleep(0.05)
+                continue
+            if resp.error_code == NOT_CONTROLLER:
+                samples.append((scheduled, None, "NOT_CONTROLLER"))
+                hint = resp.controller.controller_endpoint
+                if hint and hint != target:
+                    current["target"] = hint
+                else:
+                    next_target(target)
+                    await asyncio.sleep(0.05)
+                continue
             latency = (time.perf_counter() - scheduled) * 1000
-            codes = failed_codes(resp, 1)
+            codes = [c for c in failed_codes(resp, 1) if not (attempt and c == "TOPIC_ALREADY_EXISTS")]
             samples.append((scheduled, None if codes else latency, codes[0] if codes else None))
+            return
 
+    tasks = []
+    start = time.perf_counter()
+    try:
         i = 0
         while not stop.is_set():
             scheduled = start + i / rate
@@ -894,6 +922,9 @@ async def appender(
             tasks.append(asyncio.create_task(one(i, scheduled)))
             i += 1
         await asyncio.gather(*tasks)
+    finally:
+        for ch in channels.values():
+            await ch.close()
     return samples
 
 
@@ -906,7 +937,7 @@ def window_tally(samples: list[tuple[float, float | None, str | None]], start: f
             else:
                 tally.success(latency)
     return {
-        "requests": tally.ok + tally.failed,
+        "requests": len({scheduled for scheduled, _, _ in samples if start <= scheduled <= end}),
         "p50_ms": tally.percentile(50),
         "p99_ms": tally.percentile(99),
         "max_ms": max(tally.latencies_ms) if tally.latencies_ms else float("nan"),
@@ -931,7 +962,8 @@ async def snapshot_under_load(bench: Bench, window_s: float) -> dict[str, Any]:
     await asyncio.sleep(1.0)
     stop = asyncio.Event()
     meter = PhaseCpu(bench)
-    task = asyncio.create_task(appender(node.address, APPENDER_RATE, stop, "base", bench.topic_names))
+    targets = [node.address] + [n.address for n in bench.cluster.nodes.values() if n is not node]
+    task = asyncio.create_task(appender(targets, APPENDER_RATE, stop, "base", bench.topic_names))
     await asyncio.sleep(0.5)  # connected
     base_start = time.perf_counter()
     await asyncio.sleep(window_s)
