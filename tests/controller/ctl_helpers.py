@@ -14,7 +14,7 @@ from controller.quorum_controller import ControllerSettings, QuorumController
 from controller.records import ApiMessage, Uuid, deserialize, serialize
 from controller.replication_control import NewTopic, TopicResult
 from quorum.errors import NotLeaderError
-from quorum.log.snapshots import SnapshotFile, SnapshotFileWriter, SnapshotId
+from quorum.log.snapshots import SnapshotFileWriter, SnapshotId
 from quorum.raft.client import CommittedBatch, LeaderAndEpoch, RaftListener
 
 T = TypeVar("T")
@@ -162,25 +162,6 @@ class FileSnapshotWriter:
 
     def abort(self) -> None:
         self.file.abort()
-
-
-class FileSnapshotReader:
-    """A SnapshotReader over a frozen snapshot file."""
-
-    def __init__(self, path: Path) -> None:
-        self.file = SnapshotFile.open(path)
-
-    @property
-    def snapshot_id(self) -> SnapshotId:
-        return self.file.id
-
-    @property
-    def last_contained_log_timestamp(self) -> int:
-        return self.file.last_contained_log_timestamp
-
-    def batches(self) -> Iterator[CommittedBatch]:
-        for batch in self.file.data_batches():
-            yield CommittedBatch(batch)
 
 
 class FakeRaft:

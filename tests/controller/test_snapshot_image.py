@@ -13,7 +13,6 @@ from typing import Any
 
 from ctl_helpers import (
     FakeRaft,
-    FileSnapshotReader,
     MemorySnapshot,
     MemorySnapshotReader,
     SharedLog,
@@ -58,8 +57,9 @@ from controller.snapshot import capture
 from controller.timeline import TimelineDict
 from quorum.errors import KafkaError
 from quorum.log.message import ApiMessage, Uuid
-from quorum.log.snapshots import SnapshotId
+from quorum.log.snapshots import SnapshotFile, SnapshotId
 from quorum.raft.client import CommittedBatch
+from quorum.raft.runtime import FileSnapshotReader
 
 # -- helpers ----------------------------------------------------------------------------------------------------
 
@@ -411,7 +411,7 @@ async def test_a_snapshot_file_round_trip(log: SharedLog, tmp_path: Path) -> Non
     assert [p.name for p in tmp_path.iterdir()] == [snapshot_id.file_name]
     assert ctl.metrics.last_snapshot_bytes == (tmp_path / snapshot_id.file_name).stat().st_size
     fresh = QuorumController(9, FakeRaft(9, SharedLog()), quiet_settings())
-    fresh.handle_load_snapshot(FileSnapshotReader(tmp_path / snapshot_id.file_name))
+    fresh.handle_load_snapshot(FileSnapshotReader(SnapshotFile.open(tmp_path / snapshot_id.file_name)))
     assert image_state(fresh) == image_state(ctl)
 
 
