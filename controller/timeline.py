@@ -51,6 +51,8 @@ class Timeline:
             history.pop()
             if not history:
                 del m._pending[key]
+                if not m._pending:
+                    m._pending = {}  # as in _commit: not the table the reverted changes grew
             m.version += 1
 
 
@@ -62,6 +64,8 @@ class TimelineDict(MutableMapping[K, V], Generic[K, V]):
         self._committed: dict[K, V] = {}
         self._pending: dict[K, list[tuple[int, V]]] = {}  # key -> [(offset, value or _MISSING)], oldest first
         self.version = 0  # bumped by every change to the latest state: lets readers cache what they derive
+        self.loads = 0  # bulk loads: each replaced the committed state without noting which keys changed
+        self._watched: set[K] | None = None  # keys whose committed value changed since the watcher last took them
 
     # -- latest state (what the active controller's next request sees) -------------------------------------
 
@@ -127,6 +131,8 @@ class TimelineDict(MutableMapping[K, V], Generic[K, V]):
                 self._committed.pop(key, None)
             else:
                 self._committed[key] = value
+            if self._watched is not None:
+                self._watched.add(key)
             return
         history = self._pending.setdefault(key, [])
         if history and history[-1][0] == offset:
@@ -144,8 +150,14 @@ class TimelineDict(MutableMapping[K, V], Generic[K, V]):
             self._committed.pop(key, None)
         else:
             self._committed[key] = value
+        if self._watched is not None:
+            self._watched.add(key)
         if not history:
             del self._pending[key]
+            if not self._pending:
+                # A dict keeps its table however many keys are deleted: drop the one a burst of changes grew
+                # (measured after fencing brokers at 100k partitions: 26 B a partition on the active controller).
+                self._pending = {}
 
     # -- the committed view ----------------------------------------------------------------------------------
 
@@ -159,4 +171,15 @@ class TimelineDict(MutableMapping[K, V], Generic[K, V]):
         if self._pending or self._timeline.offset is not None:
             raise RuntimeError("only a map without uncommitted changes can be bulk loaded")
         self.version += 1  # readers' caches of what they derived are stale
+        self.loads += 1
         return self._committed
+
+    # -- committed changes, for a reader that applies them as deltas -----------------------------------------
+
+    def take_committed_changes(self) -> set[K]:
+        """The keys whose committed value changed (set, replaced or removed) since the last call, and from now on
+        note them (the first call starts it: it returns nothing). A bulk load notes none: a reader compares
+        :attr:`loads` and reads everything again after one. The set may hold keys whose value changed back."""
+        taken = self._watched if self._watched is not None else set()
+        self._watched = set()
+        return taken
