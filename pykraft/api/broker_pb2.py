@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18pykraft/api/broker.proto\x12\x11pykraft.broker.v1\"\x8e\x02\n\x0c\x46\x65tchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x11\n\tmax_bytes\x18\x03 \x01(\x05\x12=\n\npartitions\x18\x04 \x03(\x0b\x32).pykraft.broker.v1.FetchRequest.Partition\x1a\x81\x01\n\tPartition\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x04 \x01(\x05\x12\x1b\n\x13partition_max_bytes\x18\x05 \x01(\x05\"\xf6\x01\n\rFetchResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12>\n\npartitions\x18\x02 \x03(\x0b\x32*.pykraft.broker.v1.FetchResponse.Partition\x1a\x90\x01\n\tPartition\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x05 \x01(\x03\x12\x1a\n\x12records_end_offset\x18\x06 \x01(\x03\"\x95\x01\n\x17\x44\x65scribeReplicasRequest\x12H\n\npartitions\x18\x01 \x03(\x0b\x32\x34.pykraft.broker.v1.DescribeReplicasRequest.Partition\x1a\x30\n\tPartition\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\"\xae\x02\n\x18\x44\x65scribeReplicasResponse\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x45\n\x08replicas\x18\x02 \x03(\x0b\x32\x33.pykraft.broker.v1.DescribeReplicasResponse.Replica\x1a\xb7\x01\n\x07Replica\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x11\n\tpartition\x18\x03 \x01(\x05\x12\x12\n\nsize_bytes\x18\x04 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x05 \x01(\x03\x12\x16\n\x0ehigh_watermark\x18\x06 \x01(\x03\x12\x11\n\tis_leader\x18\x07 \x01(\x08\x12\x0e\n\x06in_isr\x18\x08 \x01(\x08\x12\x11\n\tthrottled\x18\t \x01(\x08\x32\xc7\x01\n\x0cReplicaFetch\x12J\n\x05\x46\x65tch\x12\x1f.pykraft.broker.v1.FetchRequest\x1a .pykraft.broker.v1.FetchResponse\x12k\n\x10\x44\x65scribeReplicas\x12*.pykraft.broker.v1.DescribeReplicasRequest\x1a+.pykraft.broker.v1.DescribeReplicasResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18pykraft/api/broker.proto\x12\x11pykraft.broker.v1\"\xbb\x03\n\x0c\x46\x65tchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x11\n\tmax_bytes\x18\x03 \x01(\x05\x12=\n\npartitions\x18\x04 \x03(\x0b\x32).pykraft.broker.v1.FetchRequest.Partition\x12\x12\n\nsession_id\x18\x05 \x01(\x05\x12\x15\n\rsession_epoch\x18\x06 \x01(\x05\x12\x45\n\tforgotten\x18\x07 \x03(\x0b\x32\x32.pykraft.broker.v1.FetchRequest.ForgottenPartition\x1a\x81\x01\n\tPartition\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x04 \x01(\x05\x12\x1b\n\x13partition_max_bytes\x18\x05 \x01(\x05\x1a\x39\n\x12\x46orgottenPartition\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\"\x8a\x02\n\rFetchResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12>\n\npartitions\x18\x02 \x03(\x0b\x32*.pykraft.broker.v1.FetchResponse.Partition\x12\x12\n\nsession_id\x18\x03 \x01(\x05\x1a\x90\x01\n\tPartition\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x05 \x01(\x03\x12\x1a\n\x12records_end_offset\x18\x06 \x01(\x03\"\x95\x01\n\x17\x44\x65scribeReplicasRequest\x12H\n\npartitions\x18\x01 \x03(\x0b\x32\x34.pykraft.broker.v1.DescribeReplicasRequest.Partition\x1a\x30\n\tPartition\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x11\n\tpartition\x18\x02 \x01(\x05\"\xae\x02\n\x18\x44\x65scribeReplicasResponse\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x45\n\x08replicas\x18\x02 \x03(\x0b\x32\x33.pykraft.broker.v1.DescribeReplicasResponse.Replica\x1a\xb7\x01\n\x07Replica\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x11\n\tpartition\x18\x03 \x01(\x05\x12\x12\n\nsize_bytes\x18\x04 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x05 \x01(\x03\x12\x16\n\x0ehigh_watermark\x18\x06 \x01(\x03\x12\x11\n\tis_leader\x18\x07 \x01(\x08\x12\x0e\n\x06in_isr\x18\x08 \x01(\x08\x12\x11\n\tthrottled\x18\t \x01(\x08\x32\xc7\x01\n\x0cReplicaFetch\x12J\n\x05\x46\x65tch\x12\x1f.pykraft.broker.v1.FetchRequest\x1a .pykraft.broker.v1.FetchResponse\x12k\n\x10\x44\x65scribeReplicas\x12*.pykraft.broker.v1.DescribeReplicasRequest\x1a+.pykraft.broker.v1.DescribeReplicasResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,21 +32,23 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'pykraft.api.broker_pb2', _g
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_FETCHREQUEST']._serialized_start=48
-  _globals['_FETCHREQUEST']._serialized_end=318
-  _globals['_FETCHREQUEST_PARTITION']._serialized_start=189
-  _globals['_FETCHREQUEST_PARTITION']._serialized_end=318
-  _globals['_FETCHRESPONSE']._serialized_start=321
-  _globals['_FETCHRESPONSE']._serialized_end=567
-  _globals['_FETCHRESPONSE_PARTITION']._serialized_start=423
-  _globals['_FETCHRESPONSE_PARTITION']._serialized_end=567
-  _globals['_DESCRIBEREPLICASREQUEST']._serialized_start=570
-  _globals['_DESCRIBEREPLICASREQUEST']._serialized_end=719
-  _globals['_DESCRIBEREPLICASREQUEST_PARTITION']._serialized_start=189
-  _globals['_DESCRIBEREPLICASREQUEST_PARTITION']._serialized_end=237
-  _globals['_DESCRIBEREPLICASRESPONSE']._serialized_start=722
-  _globals['_DESCRIBEREPLICASRESPONSE']._serialized_end=1024
-  _globals['_DESCRIBEREPLICASRESPONSE_REPLICA']._serialized_start=841
-  _globals['_DESCRIBEREPLICASRESPONSE_REPLICA']._serialized_end=1024
-  _globals['_REPLICAFETCH']._serialized_start=1027
-  _globals['_REPLICAFETCH']._serialized_end=1226
+  _globals['_FETCHREQUEST']._serialized_end=491
+  _globals['_FETCHREQUEST_PARTITION']._serialized_start=303
+  _globals['_FETCHREQUEST_PARTITION']._serialized_end=432
+  _globals['_FETCHREQUEST_FORGOTTENPARTITION']._serialized_start=434
+  _globals['_FETCHREQUEST_FORGOTTENPARTITION']._serialized_end=491
+  _globals['_FETCHRESPONSE']._serialized_start=494
+  _globals['_FETCHRESPONSE']._serialized_end=760
+  _globals['_FETCHRESPONSE_PARTITION']._serialized_start=616
+  _globals['_FETCHRESPONSE_PARTITION']._serialized_end=760
+  _globals['_DESCRIBEREPLICASREQUEST']._serialized_start=763
+  _globals['_DESCRIBEREPLICASREQUEST']._serialized_end=912
+  _globals['_DESCRIBEREPLICASREQUEST_PARTITION']._serialized_start=303
+  _globals['_DESCRIBEREPLICASREQUEST_PARTITION']._serialized_end=351
+  _globals['_DESCRIBEREPLICASRESPONSE']._serialized_start=915
+  _globals['_DESCRIBEREPLICASRESPONSE']._serialized_end=1217
+  _globals['_DESCRIBEREPLICASRESPONSE_REPLICA']._serialized_start=1034
+  _globals['_DESCRIBEREPLICASRESPONSE_REPLICA']._serialized_end=1217
+  _globals['_REPLICAFETCH']._serialized_start=1220
+  _globals['_REPLICAFETCH']._serialized_end=1419
 # @@protoc_insertion_point(module_scope)

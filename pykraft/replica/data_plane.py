@@ -4,18 +4,20 @@ poller, the ISR-expiration timer and the AlterPartition sender, all around one :
 Metadata comes from one of two places:
 
 - the broker's own metadata image (``image``: the QuorumController its Raft observer feeds, see
-  :mod:`broker.observer`), read in place (:class:`ImageMetadata`): no RPC. It is looked at every
-  :data:`IMAGE_POLL_INTERVAL_S` and rebuilt only when the maps it reads changed (each map counts its changes),
-  waiting longer after a costly rebuild so that a huge image leaves the loop to Raft and the heartbeats. Nothing is
-  applied before the image holds this broker's own registration (Kafka's brokers wait for their initial catch-up
-  likewise): a log replayed from its start passes through states long gone.
+  :mod:`broker.observer`), read in place (:class:`~pykraft.replica.image_metadata.ImageMetadata`): no RPC. It is
+  looked at every :data:`IMAGE_POLL_INTERVAL_S`; after the first read only the partitions whose committed value
+  changed are read and applied (Kafka's metadata deltas), waiting longer after a costly read so that a huge change
+  leaves the loop to Raft and the heartbeats. Nothing is applied before the image holds this broker's own
+  registration (Kafka's brokers wait for their initial catch-up likewise): a log replayed from its start passes
+  through states long gone.
 - without an image, the active controller: ``describe_cluster`` and ``describe_topics`` over gRPC every
   ``metadata_interval_ms`` (the heartbeat interval). Fine for a few brokers and topics; at millions of partitions
   every broker polling every topic would swamp the controller, which is why brokers observe the log.
 
 Either way, at once when a fetch or an AlterPartition answer says ours is stale. A follower fetches back to back
 while its leader has more than one answer carries, else every replica.fetch.wait.max.ms (no long poll; sooner when
-a throttled replica's quota refills); after a failure it backs off replica.fetch.backoff.ms.
+a throttled replica's quota refills); after a failure it backs off replica.fetch.backoff.ms. Its fetches go in
+incremental fetch sessions (:mod:`pykraft.replica.fetch_session`): an idle partition costs nothing per fetch.
 
 With the metadata the broker also reads the throttle configs (``describe_configs``, from the image or the
 controller): its own BROKER resource (``leader/follower.replication.throttled.rate``: the effective value,
@@ -42,7 +44,9 @@ from controller.requests import ConfigResource, ConfigResourceType, DescribeConf
 from pykraft.api import broker_pb2 as pb
 from pykraft.api import broker_pb2_grpc as pb_grpc
 from pykraft.client import AdminClient, AdminError, ClusterDescription, TopicDescription
-from pykraft.replica.manager import AlterPartitionSender, ReplicaInfo, ReplicaManager
+from pykraft.replica.alter_partition import AlterPartitionSender
+from pykraft.replica.image_metadata import ImageMetadata
+from pykraft.replica.manager import ReplicaInfo, ReplicaManager
 from pykraft.replica.partition import BrokerState, FetchAnswer, PartitionMetadata, ReplicaConfig
 from pykraft.replica.throttle import (
     BROKER_KEYS,
@@ -119,113 +123,6 @@ def brokers_of(cluster: ClusterDescription, listener_name: str = "PLAINTEXT") ->
     return out
 
 
-class ImageMetadata:
-    """This broker's partitions and every broker, read in place from a metadata image (committed state only).
-
-    :meth:`read` looks again only when a map they come from changed (it remembers each map and its change count: a
-    snapshot load replaces the maps, hence both). It then walks a copy of the partitions taken at once (a
-    consistent view; commits go on meanwhile) in slices, yielding to the loop between them, so a million
-    partitions never hold up Raft or the heartbeats for long. A partition whose registration object is the one
-    seen last time (registrations are immutable) keeps its metadata, and when none of this broker's changed, nor
-    any broker, the manager is not asked to apply anything."""
-
-    SLICE = 50_000  # partitions walked between two yields to the loop
-
-    def __init__(self, image: QuorumController, broker_id: int, listener_name: str = "PLAINTEXT") -> None:
-        self.image = image
-        self.broker_id = broker_id
-        self.listener_name = listener_name
-        self.partitions: list[PartitionMetadata] = []
-        self.brokers: dict[int, BrokerState] = {}
-        self._metadata_seen: tuple[object, ...] = ()
-        self._configs_seen: tuple[object, ...] = ()
-        # This broker's partitions as last built: key -> (registration, topic name, metadata).
-        self._held: dict[tuple[Uuid, int], tuple[object, str, PartitionMetadata]] = {}
-
-    def ready(self, broker_epoch: int) -> bool:
-        """Does the image hold this broker's registration in ``broker_epoch`` (the offset of its record)? Then it
-        holds everything committed before the broker registered."""
-        b = self.image.cluster.brokers.committed().get(self.broker_id)
-        return b is not None and b.epoch >= broker_epoch >= 0
-
-    async def read(self) -> tuple[bool, bool]:
-        """Refresh from the image: (this broker's partitions or the brokers changed, configs changed) since the
-        last call."""
-        image = self.image
-        r = image.replication
-        maps = (r.partitions, r.topics, image.cluster.brokers)
-        seen = (*maps, *(m.version for m in maps))
-        metadata_changed = False
-        if not _same(seen, self._metadata_seen):
-            self._metadata_seen = seen
-            brokers = self._brokers()
-            held_changed = await self._rebuild()
-            metadata_changed = held_changed or brokers != self.brokers
-            self.brokers = brokers
-        configs = image.configs.configs
-        seen = (configs, configs.version)
-        configs_changed = not _same(seen, self._configs_seen)
-        self._configs_seen = seen
-        return metadata_changed, configs_changed
-
-    async def _rebuild(self) -> bool:
-        """Rebuild :attr:`partitions`; True if any of this broker's changed (or came, or went)."""
-        r = self.image.replication
-        topics = dict(r.topics.committed())
-        items = list(r.partitions.committed().items())  # the view of this instant, whatever commits next
-        me = self.broker_id
-        old, held = self._held, {}
-        changed = False
-        for start in range(0, len(items), self.SLICE):
-            if start:
-                await asyncio.sleep(0)
-            for key, p in items[start : start + self.SLICE]:
-                if me not in p.replicas:
-                    continue  # the manager skips them too: not building them saves most of the work
-                t = topics.get(key[0])
-                if t is None:
-                    continue
-                before = old.get(key)
-                if before is not None and before[0] is p and before[1] == t.name:
-                    held[key] = before
-                    continue
-                changed = True
-                m = PartitionMetadata(
-                    key[0],
-                    t.name,
-                    key[1],
-                    p.leader,
-                    p.leader_epoch,
-                    p.partition_epoch,
-                    p.replicas,
-                    p.isr,
-                    p.leader_recovery_state,
-                    p.adding,
-                    p.removing,
-                )
-                held[key] = (p, t.name, m)
-        changed = changed or len(held) != len(old)
-        self._held = held
-        if changed:
-            self.partitions = [m for _, _, m in held.values()]
-        return changed
-
-    def _brokers(self) -> dict[int, BrokerState]:
-        out = {}
-        for b in self.image.cluster.brokers.committed().values():
-            endpoint = next(((e.host, e.port) for e in b.endpoints if e.name == self.listener_name), None)
-            out[b.id] = BrokerState(b.epoch, b.fenced, b.in_controlled_shutdown, endpoint)
-        return out
-
-
-def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
-    """Equal map by map (by identity: a snapshot load makes new ones) and count by count."""
-    if len(a) != len(b):
-        return False
-    half = len(a) // 2
-    return all(x is y for x, y in zip(a[:half], b[:half], strict=True)) and a[half:] == b[half:]
-
-
 class FetchService(pb_grpc.ReplicaFetchServicer):
     """A leader's side of followers' fetches."""
 
@@ -233,16 +130,19 @@ class FetchService(pb_grpc.ReplicaFetchServicer):
         self.manager = manager
 
     async def Fetch(self, request: pb.FetchRequest, context: grpc.aio.ServicerContext) -> pb.FetchResponse:
-        answers = self.manager.answer_fetch(
+        error, session_id, answers = self.manager.answer_session_fetch(
             request.replica_id,
             request.broker_epoch,
             request.max_bytes,
+            request.session_id,
+            request.session_epoch,
             (
                 (p.topic_id, p.partition, p.fetch_offset, p.current_leader_epoch, p.partition_max_bytes)
                 for p in request.partitions
             ),
+            ((f.topic_id, f.partition) for f in request.forgotten),
         )
-        response = pb.FetchResponse()
+        response = pb.FetchResponse(error_code=int(error), session_id=session_id)
         add = response.partitions.add
         for topic_id, index, a in answers:
             add(
@@ -436,7 +336,7 @@ class DataPlane:
         changed = self.manager.apply_metadata(metadata, brokers_of(cluster))
         self.metadata_polls += 1
         self._sync_fetchers()
-        await self.poll_configs(metadata)
+        await self.poll_configs()
         self.last_poll_ms = (time.perf_counter() - started) * 1000
         return changed
 
@@ -446,14 +346,17 @@ class DataPlane:
         if not image.ready(self.broker_epoch()):
             return 0  # still catching up to its registration
         started = time.perf_counter()
-        metadata_changed, configs_changed = await image.read()
+        news = await image.read()
         changed = 0
-        if metadata_changed:
-            changed = self.manager.apply_metadata(image.partitions, image.brokers)
+        if news.full:
+            changed = self.manager.apply_metadata(news.partitions, image.brokers)
+        elif news.metadata:
+            changed = self.manager.apply_delta(news.partitions, news.removed, news.brokers)
+        if news.metadata:
             self.metadata_polls += 1
             self._sync_fetchers()
-        if metadata_changed or configs_changed:  # the topics to watch follow the partitions' state
-            await self.poll_configs(image.partitions)
+        if news.metadata or news.configs:  # the topics to watch follow the partitions' state
+            await self.poll_configs()
             self.last_poll_ms = self._image_cost_ms = (time.perf_counter() - started) * 1000
         return changed
 
@@ -463,13 +366,12 @@ class DataPlane:
             return await self.image.image.describe_configs(resources, timeout_ms=timeout_ms)
         return await self.admin.describe_configs(resources, timeout_ms=timeout_ms)
 
-    async def poll_configs(self, metadata: list[PartitionMetadata]) -> None:
+    async def poll_configs(self) -> None:
         """Read the throttle configs: this broker's rates and, for topics where something moves, the throttled
         replicas. A failure keeps what was known (one warning until it works again)."""
         resources = [ConfigResource(ConfigResourceType.BROKER, str(self.broker_id), BROKER_KEYS)]
         resources += [
-            ConfigResource(ConfigResourceType.TOPIC, t, TOPIC_KEYS)
-            for t in sorted(self.manager.topics_to_watch(metadata))
+            ConfigResource(ConfigResourceType.TOPIC, t, TOPIC_KEYS) for t in sorted(self.manager.topics_to_watch())
         ]
         try:
             results = await self._describe_configs(resources)
@@ -579,21 +481,24 @@ class DataPlane:
         wait = self.config.replica_fetch_wait_max_ms / 1000
         try:
             while leader_id in self.manager.followed_leaders():
-                batch = [] if self.paused else self.manager.fetch_batch(leader_id)
-                if not batch:
+                fetch = None if self.paused else self.manager.session_fetch(leader_id)
+                if fetch is None:
                     await asyncio.sleep(wait if self.paused else self.manager.fetch_delay_ms(leader_id) / 1000)
                     continue
                 broker = self.manager.brokers.brokers.get(leader_id)
                 if broker is None or broker.endpoint is None:
-                    self.manager.fetch_failed(batch)
+                    self.manager.session_failed(leader_id, fetch)
+                    await asyncio.sleep(wait)
                     continue
                 request = pb.FetchRequest(
                     replica_id=self.broker_id,
                     broker_epoch=self.broker_epoch(),
                     max_bytes=self.config.replica_fetch_response_max_bytes,
+                    session_id=fetch.session_id,
+                    session_epoch=fetch.session_epoch,
                 )
                 add = request.partitions.add
-                for item in batch:
+                for item in fetch.items:
                     add(
                         topic_id=bytes(item.partition.topic_id),
                         partition=item.partition.index,
@@ -601,11 +506,14 @@ class DataPlane:
                         current_leader_epoch=item.leader_epoch,
                         partition_max_bytes=item.max_bytes,
                     )
+                forget = request.forgotten.add
+                for topic_id, index in fetch.forgotten:
+                    forget(topic_id=bytes(topic_id), partition=index)
                 stub = pb_grpc.ReplicaFetchStub(self._channel(broker.endpoint))
                 try:
                     response = await stub.Fetch(request, timeout=self.config.replica_socket_timeout_ms / 1000)
                 except grpc.aio.AioRpcError as e:
-                    self.manager.fetch_failed(batch)
+                    self.manager.session_failed(leader_id, fetch)
                     if leader_id not in self._fetch_failing:
                         self._fetch_failing.add(leader_id)
                         log.warning("fetch_failed", leader=leader_id, endpoint=broker.endpoint, code=e.code().name)
@@ -619,8 +527,10 @@ class DataPlane:
                     )
                     for a in response.partitions
                 }
-                if not self.manager.on_fetch_answers(batch, answers):
+                error = _error(response.error_code)
+                if not self.manager.on_session_response(leader_id, fetch, error, response.session_id, answers):
                     await asyncio.sleep(self.manager.fetch_delay_ms(leader_id) / 1000)
         finally:
             if self._fetchers.get(leader_id) is asyncio.current_task():
                 del self._fetchers[leader_id]
+                self.manager.sessions.reset(leader_id)

@@ -1,10 +1,11 @@
-"""The replicas of one broker (Kafka's ``ReplicaManager``, minus the storage) and the AlterPartition channel to the
-controller (Kafka's ``AlterPartitionManager``).
+"""The replicas of one broker (Kafka's ``ReplicaManager``, minus the storage).
 
 :class:`ReplicaManager` is synchronous and reads time only through the clock it is given, so tests drive it with a
 virtual one. It answers fetches as a leader, applies fetch answers as a follower, applies the controller's
-metadata, and hands every ISR change to ``submit``. :class:`AlterPartitionSender` is the one asynchronous piece:
-one AlterPartition in flight per broker carrying every change waiting to go, as Kafka's.
+metadata (whole, or as deltas: what it costs follows what changed), and hands every ISR change to ``submit``
+(:mod:`pykraft.replica.alter_partition` sends them). Per-leader indexes of the replicas it follows keep a fetch's
+cost to that leader's replicas, and fetch sessions (:mod:`pykraft.replica.session_fetching`) to those that
+changed.
 
 Throttles (:mod:`pykraft.replica.throttle`) bound what moves: as a follower, a throttled partition (listed in its
 topic's follower.replication.throttled.replicas for this broker, this replica out of the ISR) asks for no more than
@@ -16,32 +17,33 @@ answer with no records (no error) when it is spent. Partitions that are not thro
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import structlog
 
-from controller.requests import AlterPartitionData, AlterPartitionResponse, AlterPartitionResult, AlterPartitionTopic
+from controller.requests import AlterPartitionResult
+from pykraft.replica.fetch_session import FollowerSessions, LeaderSessions
 from pykraft.replica.partition import (
     MESSAGE_BYTES,
     BrokerState,
     BrokerView,
     ChangeKind,
     FetchAnswer,
+    FetchItem,
     Partition,
+    PartitionKey,
     PartitionMetadata,
     PendingChange,
     ReplicaConfig,
 )
+from pykraft.replica.session_fetching import SessionFetching
 from pykraft.replica.throttle import UNLIMITED, ReplicationThrottles
-from quorum.errors import Errors, KafkaError
+from quorum.errors import Errors
 from quorum.log.message import Uuid
 
 log = structlog.get_logger("pykraft.replica")
-
-PartitionKey = tuple[Uuid, int]
 
 
 @dataclass
@@ -60,17 +62,6 @@ class ReplicaCounters:
     reassignment_bytes_out: int = 0  # sent to replicas a reassignment is adding
 
 
-class FetchItem(NamedTuple):
-    """One partition of a follower's fetch: where it reads from and how much it may take."""
-
-    partition: Partition
-    fetch_offset: int
-    leader_epoch: int
-    max_bytes: int  # replica.fetch.max.bytes, or less: what the follower quota and the disk rate allow now
-    disk_reserved: int = 0  # taken ahead from the disk rate; what does not move is given back
-    follower_reserved: int = 0  # taken ahead from the follower quota (a throttled partition)
-
-
 class ReplicaInfo(NamedTuple):
     """One replica a broker holds, as DescribeReplicas answers it (Kafka's DescribeLogDirs, plus replica state)."""
 
@@ -86,7 +77,7 @@ class ReplicaInfo(NamedTuple):
     throttled: bool  # its replication is throttled now (as a leader towards some follower, or as a follower)
 
 
-class ReplicaManager:
+class ReplicaManager(SessionFetching):
     def __init__(
         self,
         broker_id: int,
@@ -109,6 +100,12 @@ class ReplicaManager:
         # When each bounded replica was last granted quota: the longest-waiting is served first, so none starves.
         self._granted: dict[PartitionKey, int] = {}
         self._grants = 0
+        # Indexes kept as metadata is applied, so that nothing per fetch walks every replica held here.
+        self._following: dict[PartitionKey, int] = {}  # followed replica -> its leader
+        self._by_leader: dict[int, dict[PartitionKey, Partition]] = {}  # leader -> the replicas followed from it
+        self._moving: dict[PartitionKey, str] = {}  # replicas out of an ISR or reassigning -> topic
+        self.sessions = FollowerSessions()
+        self.leader_sessions = LeaderSessions()
 
     # -- metadata -----------------------------------------------------------------------------------------------
 
@@ -116,16 +113,31 @@ class ReplicaManager:
         """The controller's current view: every partition (those without a replica here are skipped) and every
         registered broker. Partitions that no longer have a replica here are dropped. Returns how many partitions
         changed state."""
+        mine = [m for m in partitions if self.broker_id in m.replicas]
+        keys = {(m.topic_id, m.index) for m in mine}
+        return self.apply_delta(mine, [k for k in self.partitions if k not in keys], brokers)
+
+    def apply_delta(
+        self,
+        changed: Iterable[PartitionMetadata],
+        removed: Iterable[PartitionKey],
+        brokers: dict[int, BrokerState] | None = None,
+    ) -> int:
+        """What changed in the controller's view since the last apply (Kafka's ReplicaManager.applyDelta):
+        partitions that came or changed (one without a replica here is dropped), partitions that went (keys not
+        held here are ignored), and every registered broker if they changed. Returns how many partitions changed
+        state. Costs what changed, not what is held."""
         now = self.clock()
         epoch = self.broker_epoch()
-        self.brokers = BrokerView(brokers)
-        seen: set[PartitionKey] = set()
-        changed = 0
-        for m in partitions:
-            if self.broker_id not in m.replicas:
-                continue
+        if brokers is not None:
+            self.brokers = BrokerView(brokers)
+        changes = 0
+        gone = []
+        for m in changed:
             key = (m.topic_id, m.index)
-            seen.add(key)
+            if self.broker_id not in m.replicas:
+                gone.append(key)
+                continue
             p = self.partitions.get(key)
             if p is None:
                 p = self.partitions[key] = Partition(m.topic_id, m.topic, m.index, self.broker_id, self.config)
@@ -134,28 +146,65 @@ class ReplicaManager:
             before = p.metadata_seen
             change = p.apply_metadata(m, now, epoch)
             if p.metadata_seen != before:
-                changed += 1
+                changes += 1
+                self._index(key, p)
             if change is not None:
                 self.submit(change)
-        for key in [k for k in self.partitions if k not in seen]:
-            p = self.partitions.pop(key)
+        dropped = False
+        for key in (*gone, *removed):
+            p = self.partitions.pop(key, None)
+            if p is None:
+                continue
+            dropped = True
+            self._unindex(key, p)
             log.info("replica_removed", topic=p.topic, partition=p.index, topic_id=str(p.topic_id))
-        self.throttles.retain({p.topic for p in self.partitions.values()})
-        self._granted = {k: v for k, v in self._granted.items() if k in self.partitions}
-        return changed
+        if dropped:
+            self.throttles.retain({p.topic for p in self.partitions.values()})
+            self._granted = {k: v for k, v in self._granted.items() if k in self.partitions}
+        return changes
 
-    def topics_to_watch(self, partitions: Iterable[PartitionMetadata]) -> set[str]:
+    def _index(self, key: PartitionKey, p: Partition) -> None:
+        """Keep the per-leader index of followed replicas and the replicas that move (see topics_to_watch)."""
+        leader = p.leader if not p.is_leader and p.leader >= 0 else None
+        old = self._following.get(key)
+        if old != leader:
+            if old is not None:
+                self._unfollow(key, old)
+            if leader is not None:
+                self._following[key] = leader
+                self._by_leader.setdefault(leader, {})[key] = p
+                self.sessions.changed(leader, key)
+        elif leader is not None:
+            self._by_leader[leader][key] = p
+            self.sessions.changed(leader, key)
+        self._note_moving(key, p)
+        self.leader_sessions.unpark(p)
+
+    def _unfollow(self, key: PartitionKey, leader: int) -> None:
+        del self._following[key]
+        followed = self._by_leader[leader]
+        del followed[key]
+        if not followed:
+            del self._by_leader[leader]
+        self.sessions.changed(leader, key)
+
+    def _unindex(self, key: PartitionKey, p: Partition) -> None:
+        leader = self._following.get(key)
+        if leader is not None:
+            self._unfollow(key, leader)
+        self._moving.pop(key, None)
+        self.leader_sessions.unpark(p)
+
+    def _note_moving(self, key: PartitionKey, p: Partition) -> None:
+        if p.adding or p.removing or not p.in_isr or (p.is_leader and len(p.isr) < len(p.replicas)):
+            self._moving[key] = p.topic
+        else:
+            self._moving.pop(key, None)
+
+    def topics_to_watch(self) -> set[str]:
         """Topics whose throttle configs this broker needs: where it holds a replica that is out of the ISR (its
         own, or as leader a follower's) or under reassignment. Empty when nothing moves."""
-        out = set()
-        for m in partitions:
-            if self.broker_id not in m.replicas:
-                continue
-            if m.adding or m.removing or self.broker_id not in m.isr:
-                out.add(m.topic)
-            elif m.leader == self.broker_id and len(m.isr) < len(m.replicas):
-                out.add(m.topic)
-        return out
+        return set(self._moving.values())
 
     # -- throttles ----------------------------------------------------------------------------------------------
 
@@ -190,36 +239,65 @@ class ReplicaManager:
         most ``max_bytes`` (replica.fetch.response.max.bytes) and each partition at most its own max bytes."""
         now = self.clock()
         epoch = self.broker_epoch()
-        budget = max(1, max_bytes // MESSAGE_BYTES)
-        quota = self.throttles.leader
-        out = []
+        budget = [max(1, max_bytes // MESSAGE_BYTES)]
         self.counters.fetches_answered += 1
-        for topic_id, index, fetch_offset, leader_epoch, partition_max_bytes in items:
-            p = self.partitions.get((topic_id, index))  # type: ignore[arg-type]  # bytes hash as the Uuid does
-            if p is None:
-                out.append((topic_id, index, FetchAnswer(Errors.UNKNOWN_TOPIC_OR_PARTITION)))
-                continue
-            per_partition = min(max(1, partition_max_bytes // MESSAGE_BYTES), budget)
-            throttled = p.is_leader and self.leader_throttled(p, replica_id)
-            if throttled:  # no more than the quota holds, and nothing unless it holds a tenth of a second's worth
-                want = min(per_partition, max(0, p.leo(now) - fetch_offset)) * MESSAGE_BYTES
-                can = quota.available(now) // MESSAGE_BYTES
-                per_partition = (
-                    min(per_partition, can) if can * MESSAGE_BYTES >= quota.min_grant(want, MESSAGE_BYTES) else 0
-                )
-            answer, change = p.answer_fetch(
-                replica_id, replica_epoch, fetch_offset, leader_epoch, per_partition, now, self.brokers, epoch
+        return [
+            (
+                topic_id,
+                index,
+                self._answer_one(
+                    topic_id,
+                    index,
+                    fetch_offset,
+                    leader_epoch,
+                    partition_max_bytes,
+                    replica_id,
+                    replica_epoch,
+                    budget,
+                    now,
+                    epoch,
+                ),
             )
-            if answer.error == Errors.NONE:
-                sent = answer.records_end_offset - fetch_offset
-                budget = max(0, budget - sent)
-                if throttled and sent == 0 and fetch_offset < answer.log_end_offset:
-                    self.throttles.counters.leader_holds += 1  # the quota is spent: no records, no error
-                self._count_sent(p, replica_id, sent, throttled, now)
-            out.append((topic_id, index, answer))
-            if change is not None:
-                self.submit(change)
-        return out
+            for topic_id, index, fetch_offset, leader_epoch, partition_max_bytes in items
+        ]
+
+    def _answer_one(
+        self,
+        topic_id: bytes,
+        index: int,
+        fetch_offset: int,
+        leader_epoch: int,
+        partition_max_bytes: int,
+        replica_id: int,
+        replica_epoch: int,
+        budget: list[int],
+        now: int,
+        epoch: int,
+    ) -> FetchAnswer:
+        p = self.partitions.get((topic_id, index))  # type: ignore[arg-type]  # bytes hash as the Uuid does
+        if p is None:
+            return FetchAnswer(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+        per_partition = min(max(1, partition_max_bytes // MESSAGE_BYTES), budget[0])
+        throttled = p.is_leader and self.leader_throttled(p, replica_id)
+        if throttled:  # no more than the quota holds, and nothing unless it holds a tenth of a second's worth
+            quota = self.throttles.leader
+            want = min(per_partition, max(0, p.leo(now) - fetch_offset)) * MESSAGE_BYTES
+            can = quota.available(now) // MESSAGE_BYTES
+            per_partition = (
+                min(per_partition, can) if can * MESSAGE_BYTES >= quota.min_grant(want, MESSAGE_BYTES) else 0
+            )
+        answer, change = p.answer_fetch(
+            replica_id, replica_epoch, fetch_offset, leader_epoch, per_partition, now, self.brokers, epoch
+        )
+        if answer.error == Errors.NONE:
+            sent = answer.records_end_offset - fetch_offset
+            budget[0] = max(0, budget[0] - sent)
+            if throttled and sent == 0 and fetch_offset < answer.log_end_offset:
+                self.throttles.counters.leader_holds += 1  # the quota is spent: no records, no error
+            self._count_sent(p, replica_id, sent, throttled, now)
+        if change is not None:
+            self.submit(change)
+        return answer
 
     def _count_sent(self, p: Partition, replica_id: int, messages: int, throttled: bool, now: int) -> None:
         sent = messages * MESSAGE_BYTES
@@ -266,10 +344,13 @@ class ReplicaManager:
             )
             if applied:
                 self._log_change(change, result, old_epoch)
+                self._note_moving((p.topic_id, p.index), p)
+                self.leader_sessions.unpark(p)
             elif p.metadata_stale:
                 self.request_refresh()
             return False
         retry = p.on_alter_error(change, error)
+        self.leader_sessions.unpark(p)  # a change no longer in flight: the followers' fetches count again
         name = error.name if isinstance(error, Errors) else str(error)
         self.counters.alter_partition_errors[name] = self.counters.alter_partition_errors.get(name, 0) + 1
         (log.debug if retry else log.info)(
@@ -312,7 +393,7 @@ class ReplicaManager:
 
     def followed_leaders(self) -> set[int]:
         """The brokers this one fetches from (leaders of its follower replicas)."""
-        return {p.leader for p in self.partitions.values() if not p.is_leader and p.leader >= 0}
+        return set(self._by_leader)
 
     def fetch_batch(self, leader_id: int) -> list[FetchItem]:
         """The replicas to fetch from ``leader_id`` now, each with the bytes it may take: replica.fetch.max.bytes,
@@ -322,7 +403,7 @@ class ReplicaManager:
         the replica lagged behind at the last answer, plus a fetch wait's production — and handed out to the
         replicas that waited longest first, so none starves."""
         now = self.clock()
-        candidates = [p for p in self.partitions.values() if p.leader == leader_id and p.fetchable(now)]
+        candidates = [p for p in self._by_leader.get(leader_id, {}).values() if p.fetchable(now)]
         if not candidates:
             return []
         candidates.sort(key=lambda p: self._granted.get((p.topic_id, p.index), -1))
@@ -369,8 +450,10 @@ class ReplicaManager:
         now = self.clock()
         wait = self.config.replica_fetch_wait_max_ms
         t = self.throttles
-        for p in self.partitions.values():
-            if p.leader != leader_id or not p.fetchable(now):
+        if self.unbounded:
+            return wait
+        for p in self._by_leader.get(leader_id, {}).values():
+            if not p.fetchable(now):
                 continue
             throttled = self.follower_throttled(p)
             if t.disk.unlimited and not throttled:
@@ -476,91 +559,3 @@ def under_replicated(p: Partition) -> bool:
     """Kafka's isUnderReplicated (on the leader): fewer in the ISR than the replication factor, which during a
     reassignment counts the replicas minus those being added."""
     return p.is_leader and len(p.isr) < len(p.replicas) - len(p.adding)
-
-
-class AlterPartitionSender:
-    """Kafka's DefaultAlterPartitionManager: changes wait in ``unsent`` (one per partition); one request at a time
-    carries all of them; each partition's answer goes to ``on_answer``, which says whether to send it again.
-    A request-level failure (STALE_BROKER_EPOCH while the agent re-registers, the controller unreachable) sends
-    the same changes again after ``retry_ms``. Changes whose partition moved on before they were sent are dropped."""
-
-    def __init__(
-        self,
-        broker_id: int,
-        broker_epoch: Callable[[], int],
-        call: Callable[[int, int, list[AlterPartitionTopic]], Awaitable[AlterPartitionResponse]],
-        on_answer: Callable[[PendingChange, AlterPartitionResult | None, Errors], bool],
-        retry_ms: int = 50,
-        retry_max_ms: int = 1000,
-    ) -> None:
-        self.broker_id = broker_id
-        self.broker_epoch = broker_epoch
-        self.call = call
-        self.on_answer = on_answer
-        self.retry_ms = retry_ms
-        self.retry_max_ms = retry_max_ms
-        self.unsent: dict[PartitionKey, PendingChange] = {}
-        self.requests = 0
-        self._wake = asyncio.Event()
-
-    def submit(self, change: PendingChange) -> None:
-        key = (change.partition.topic_id, change.partition.index)
-        if key in self.unsent and self.unsent[key] is not change:
-            # Kafka: one change per partition at a time; a second is refused (OPERATION_NOT_ATTEMPTED), which puts
-            # the partition back to its committed state.
-            self.on_answer(change, None, Errors.OPERATION_NOT_ATTEMPTED)
-            return
-        self.unsent[key] = change
-        self._wake.set()
-
-    async def run(self) -> None:
-        backoff = self.retry_ms
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self.unsent:
-                for key in [k for k, c in self.unsent.items() if c.partition.pending is not c]:
-                    del self.unsent[key]
-                if not self.unsent:
-                    break
-                batch = list(self.unsent.values())
-                try:
-                    response = await self.call(self.broker_id, self.broker_epoch(), _request(batch))
-                    if response.error.failed:
-                        raise KafkaError(response.error.message or "", response.error.code)
-                except KafkaError as e:
-                    log.warning("alter_partition_request_failed", error=str(e), code=e.code.name, changes=len(batch))
-                    await asyncio.sleep(backoff / 1000)
-                    backoff = min(backoff * 2, self.retry_max_ms)
-                    continue
-                backoff = self.retry_ms
-                self.requests += 1
-                results = {(r.topic_id, r.partition_index): r for r in response.partitions}
-                again = False
-                for change in batch:
-                    key = (change.partition.topic_id, change.partition.index)
-                    result = results.get(key)
-                    if result is None:
-                        again = True  # not in the answer: stays unsent (Kafka's rule)
-                        continue
-                    del self.unsent[key]
-                    if self.on_answer(change, result, Errors(result.error.code)):
-                        self.unsent.setdefault(key, change)
-                        again = True
-                if again:
-                    await asyncio.sleep(self.retry_ms / 1000)
-
-
-def _request(batch: list[PendingChange]) -> list[AlterPartitionTopic]:
-    by_topic: dict[Uuid, list[AlterPartitionData]] = {}
-    for c in batch:
-        by_topic.setdefault(c.partition.topic_id, []).append(
-            AlterPartitionData(
-                partition_index=c.partition.index,
-                leader_epoch=c.leader_epoch,
-                new_isr=c.new_isr,
-                partition_epoch=c.partition_epoch,
-                leader_recovery_state=c.leader_recovery_state,
-            )
-        )
-    return [AlterPartitionTopic(topic_id, tuple(parts)) for topic_id, parts in by_topic.items()]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from controller.requests import LeaderRecoveryState
 from quorum.errors import Errors
@@ -93,7 +93,7 @@ class BrokerView:
         return fetch_epoch != -1 and b is not None and b.epoch > fetch_epoch
 
 
-@dataclass
+@dataclass(slots=True)
 class ReplicaState:
     """The leader's view of one follower (Kafka's ``ReplicaState``)."""
 
@@ -170,6 +170,20 @@ class PartitionMetadata(NamedTuple):
     removing: tuple[int, ...] = ()  # replicas a reassignment will remove (in ``replicas`` too)
 
 
+PartitionKey = tuple[Uuid, int]
+
+
+class FetchItem(NamedTuple):
+    """One partition of a follower's fetch: where it reads from and how much it may take."""
+
+    partition: Partition
+    fetch_offset: int
+    leader_epoch: int
+    max_bytes: int  # replica.fetch.max.bytes, or less: what the follower quota and the disk rate allow now
+    disk_reserved: int = 0  # taken ahead from the disk rate; what does not move is given back
+    follower_reserved: int = 0  # taken ahead from the follower quota (a throttled partition)
+
+
 class FetchAnswer(NamedTuple):
     """A leader's answer for one partition of a fetch."""
 
@@ -195,6 +209,34 @@ NOT_APPLIED_ERRORS = frozenset({Errors.OPERATION_NOT_ATTEMPTED, Errors.INELIGIBL
 
 
 class Partition:
+    __slots__ = (  # a broker holds up to a million of them
+        "_produce_origin",
+        "adding",
+        "config",
+        "epoch_start_offset",
+        "fetch_backoff_until_ms",
+        "fetch_blocked",
+        "high_watermark",
+        "index",
+        "isr",
+        "leader",
+        "leader_epoch",
+        "leader_log_end_offset",
+        "leader_recovery_state",
+        "local_id",
+        "log_end_offset",
+        "metadata_seen",
+        "metadata_stale",
+        "parked",
+        "partition_epoch",
+        "pending",
+        "remotes",
+        "removing",
+        "replicas",
+        "topic",
+        "topic_id",
+    )
+
     def __init__(self, topic_id: Uuid, topic: str, index: int, local_id: int, config: ReplicaConfig) -> None:
         self.topic_id = topic_id
         self.topic = topic
@@ -221,6 +263,7 @@ class Partition:
         self.leader_log_end_offset = -1  # the leader's LEO in its last answer (-1: none yet from this leader)
         self.fetch_blocked = False  # FENCED_LEADER_EPOCH: our leader epoch is old; wait for new metadata
         self.fetch_backoff_until_ms = 0
+        self.parked: dict[int, Any] | None = None  # as a leader: follower -> the fetch session that parked it
 
     def __repr__(self) -> str:
         return f"{self.topic}-{self.index}"
@@ -265,6 +308,11 @@ class Partition:
             since, base = origin
             return max(self.log_end_offset, base + int(max(0, now_ms - since) * self.config.produce_rate / 1000))
         return self.log_end_offset
+
+    @property
+    def growing(self) -> bool:
+        """Does this leader's log grow by itself (the simulated producers)?"""
+        return self._produce_origin is not None and self.config.produce_rate > 0
 
     def _stop_producing(self, now_ms: int) -> None:
         self.leo(now_ms)

@@ -22,8 +22,9 @@ from controller.requests import (
 )
 from controller.results import NO_ERROR, ApiError
 from pykraft.client import AdminError, BrokerInfo, ClusterDescription, PartitionInfo, TopicDescription
+from pykraft.replica.alter_partition import AlterPartitionSender
 from pykraft.replica.data_plane import DataPlane
-from pykraft.replica.manager import AlterPartitionSender, ReplicaManager
+from pykraft.replica.manager import ReplicaManager
 from pykraft.replica.partition import (
     MESSAGE_BYTES,
     BrokerState,
@@ -402,9 +403,12 @@ class Sim:
 
     STEP = 100
 
-    def __init__(self, partitions: int = 6, config: ReplicaConfig = CONFIG) -> None:
+    def __init__(self, partitions: int = 6, config: ReplicaConfig = CONFIG, sessions: bool = False) -> None:
         self.now = 0
         self.config = config
+        self.sessions = sessions  # fetch in incremental fetch sessions, as the data plane does
+        self.entries_sent = 0  # partition entries in fetch requests
+        self.entries_answered = 0  # and in their answers
         self.ctrl = FakeController({b: BrokerState(e, False, False, None) for b, e in EPOCHS.items()})
         for i in range(partitions):
             replicas = tuple((i + k) % 3 + 1 for k in range(3))
@@ -443,6 +447,9 @@ class Sim:
                 continue
             behind = False
             for leader in m.followed_leaders():
+                if self.sessions:
+                    behind |= self._session_fetch(b, m, leader)
+                    continue
                 batch = m.fetch_batch(leader)
                 if not batch:
                     continue
@@ -463,6 +470,25 @@ class Sim:
         if self.now % 2000 == 0:
             self.poll()
 
+    def _session_fetch(self, b: int, m: ReplicaManager, leader: int) -> bool:
+        fetch = m.session_fetch(leader)
+        if fetch is None:
+            return False
+        if leader in self.dead:
+            m.session_failed(leader, fetch)
+            return False
+        items = [
+            (bytes(i.partition.topic_id), i.partition.index, i.fetch_offset, i.leader_epoch, i.max_bytes)
+            for i in fetch.items
+        ]
+        forgotten = [(bytes(t), i) for t, i in fetch.forgotten]
+        error, session_id, answers = self.managers[leader].answer_session_fetch(
+            b, self.ctrl.brokers[b].epoch, 10 << 20, fetch.session_id, fetch.session_epoch, items, forgotten
+        )
+        self.entries_sent += len(items)
+        self.entries_answered += len(answers)
+        return m.on_session_response(leader, fetch, error, session_id, {(t, i): a for t, i, a in answers})
+
     def run_until(self, condition, limit_ms: int) -> int:  # type: ignore[no-untyped-def]
         start = self.now
         while not condition():
@@ -475,14 +501,15 @@ class Sim:
 
 
 def _data(change):  # type: ignore[no-untyped-def]
-    from pykraft.replica.manager import _request
+    from pykraft.replica.alter_partition import _request
 
     [topic] = _request([change])
     return topic.partitions[0]
 
 
-def test_a_paused_follower_leaves_every_isr_and_comes_back() -> None:
-    sim = Sim()
+@pytest.mark.parametrize("sessions", [False, True], ids=["full-fetches", "fetch-sessions"])
+def test_a_paused_follower_leaves_every_isr_and_comes_back(sessions: bool) -> None:
+    sim = Sim(sessions=sessions)
     sim.run_until(lambda: False if sim.now < 10_000 else True, 11_000)
     assert all(len(isr) == 3 for isr in sim.isrs().values())  # steady state: nobody shrunk
     sim.paused.add(3)
@@ -503,11 +530,12 @@ def test_a_paused_follower_leaves_every_isr_and_comes_back() -> None:
     assert sum(m.counters.isr_expands for m in sim.managers.values()) == 4
 
 
-def test_a_restarted_broker_catches_up_from_nothing_and_rejoins() -> None:
+@pytest.mark.parametrize("sessions", [False, True], ids=["full-fetches", "fetch-sessions"])
+def test_a_restarted_broker_catches_up_from_nothing_and_rejoins(sessions: bool) -> None:
     config = ReplicaConfig(
         produce_rate=2000, replica_lag_time_max_ms=LAG_MS, replica_fetch_max_bytes=2000 * MESSAGE_BYTES
     )
-    sim = Sim(config=config)
+    sim = Sim(config=config, sessions=sessions)
     sim.run_until(lambda: sim.now >= 4000, 5000)
     sim.dead.add(2)
     sim.ctrl.fence(2)

@@ -17,8 +17,8 @@ from controller.results import ApiError
 from pykraft.broker import add_arguments, replica_config
 from pykraft.broker_metrics import broker_registry, serve_broker_metrics
 from pykraft.replica.data_plane import DataPlane, describe_replicas
-from pykraft.replica.manager import FetchItem, ReplicaManager
-from pykraft.replica.partition import MESSAGE_BYTES, BrokerState, PartitionMetadata, ReplicaConfig
+from pykraft.replica.manager import ReplicaManager
+from pykraft.replica.partition import MESSAGE_BYTES, BrokerState, FetchItem, PartitionMetadata, ReplicaConfig
 from pykraft.replica.throttle import UNLIMITED, ThrottledReplicas, TokenBucket
 from pykraft.testing import free_ports
 from quorum.errors import Errors
@@ -332,14 +332,15 @@ async def test_the_poll_reads_the_broker_rates_and_only_the_topics_that_move() -
     plane = DataPlane(4, ("127.0.0.1", 0), admin, lambda: EPOCHS[4], ReplicaConfig(), LoggingFaultHandler())  # type: ignore[arg-type]
     quiet = [still(), PartitionMetadata(T, "t", 0, 4, 0, 0, (4, 1, 2), (4, 1, 2))]
     plane.manager.apply_metadata(quiet, {})
-    await plane.poll_configs(quiet)
+    await plane.poll_configs()
     assert admin.asked == [[(ConfigResourceType.BROKER, "4")]]  # nothing moves: the broker's rates only
     admin.broker = {"follower.replication.throttled.rate": "1048576"}
     admin.topics = {
         "t": {"follower.replication.throttled.replicas": "0:4,0:5", "leader.replication.throttled.replicas": "0:1"}
     }
+    plane.manager.apply_metadata([*quiet, moving()], {})
     with capture_logs() as logs:
-        await plane.poll_configs([moving()])
+        await plane.poll_configs()
     assert admin.asked[-1] == [(ConfigResourceType.BROKER, "4"), (ConfigResourceType.TOPIC, "t")]
     t = plane.manager.throttles
     assert t.follower.rate == MIB and t.leader.unlimited
@@ -350,10 +351,10 @@ async def test_the_poll_reads_the_broker_rates_and_only_the_topics_that_move() -
         ("replication_throttled_replicas_changed", "follower.replication.throttled.replicas"),
     }
     with capture_logs() as logs:
-        await plane.poll_configs([moving()])  # the same again: nothing logged
+        await plane.poll_configs()  # the same again: nothing logged
     assert logs == []
     admin.topics = {}  # a topic deleted meanwhile: its error keeps what was known
-    await plane.poll_configs([moving()])
+    await plane.poll_configs()
     assert t.follower_listed("t", 0)
 
 

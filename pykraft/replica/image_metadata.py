@@ -1,0 +1,140 @@
+"""A broker's view of its partitions and of every broker, read in place from its metadata image (the
+QuorumController its Raft observer feeds, see :mod:`broker.observer`): committed state only, no RPC."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, NamedTuple
+
+from controller.quorum_controller import QuorumController
+from pykraft.replica.partition import BrokerState, PartitionMetadata
+from quorum.log.message import Uuid
+
+
+class ImageChanges(NamedTuple):
+    """What :meth:`ImageMetadata.read` found changed since the last read."""
+
+    full: bool  # everything was read again: ``partitions`` holds every partition with a replica here
+    partitions: list[PartitionMetadata]  # this broker's partitions that came or changed (or all of them)
+    removed: list[tuple[Uuid, int]]  # partitions gone, or without a replica here now
+    brokers: dict[int, BrokerState] | None  # every broker, if they changed
+    configs: bool  # the dynamic configs changed
+
+    @property
+    def metadata(self) -> bool:
+        return self.full or bool(self.partitions or self.removed) or self.brokers is not None
+
+
+class ImageMetadata:
+    """This broker's partitions and every broker, read in place from a metadata image (committed state only).
+
+    The first :meth:`read`, and the first after a snapshot load replaced or reloaded the maps, walks every
+    partition (in slices, yielding to the loop between them, so a million partitions never hold up Raft or the
+    heartbeats for long). Every other read takes only the partitions whose committed value changed since, as the
+    image's map noted them (:meth:`~controller.timeline.TimelineDict.take_committed_changes`): Kafka's
+    MetadataDelta, so that a broker's cost follows what changes, not what exists."""
+
+    SLICE = 50_000  # partitions walked between two yields to the loop
+
+    def __init__(self, image: QuorumController, broker_id: int, listener_name: str = "PLAINTEXT") -> None:
+        self.image = image
+        self.broker_id = broker_id
+        self.listener_name = listener_name
+        self.brokers: dict[int, BrokerState] = {}
+        self._maps_seen: tuple[object, ...] = ()
+        self._brokers_seen: tuple[object, ...] = ()
+        self._configs_seen: tuple[object, ...] = ()
+
+    def ready(self, broker_epoch: int) -> bool:
+        """Does the image hold this broker's registration in ``broker_epoch`` (the offset of its record)? Then it
+        holds everything committed before the broker registered."""
+        b = self.image.cluster.brokers.committed().get(self.broker_id)
+        return b is not None and b.epoch >= broker_epoch >= 0
+
+    async def read(self) -> ImageChanges:
+        image = self.image
+        r = image.replication
+        maps = (r.partitions, r.topics)
+        seen = (*maps, r.partitions.loads, r.topics.loads)
+        if not _same(seen, self._maps_seen):
+            self._maps_seen = seen
+            r.partitions.take_committed_changes()  # from now on, note what changes while everything is read
+            full, partitions, removed = True, await self._read_all(), []
+        else:
+            full = False
+            partitions, removed = await self._read_changes(r.partitions.take_committed_changes())
+        brokers_map = image.cluster.brokers
+        seen = (brokers_map, brokers_map.version)
+        brokers = None
+        if not _same(seen, self._brokers_seen):
+            self._brokers_seen = seen
+            now = self._brokers()
+            if now != self.brokers:
+                self.brokers = brokers = now
+        configs = image.configs.configs
+        seen = (configs, configs.version)
+        configs_changed = not _same(seen, self._configs_seen)
+        self._configs_seen = seen
+        return ImageChanges(full, partitions, removed, brokers, configs_changed)
+
+    def _metadata(self, key: tuple[Uuid, int], p: Any, name: str) -> PartitionMetadata:
+        return PartitionMetadata(
+            key[0],
+            name,
+            key[1],
+            p.leader,
+            p.leader_epoch,
+            p.partition_epoch,
+            p.replicas,
+            p.isr,
+            p.leader_recovery_state,
+            p.adding,
+            p.removing,
+        )
+
+    async def _read_all(self) -> list[PartitionMetadata]:
+        r = self.image.replication
+        topics = dict(r.topics.committed())
+        items = list(r.partitions.committed().items())  # the view of this instant, whatever commits next
+        me = self.broker_id
+        out = []
+        for start in range(0, len(items), self.SLICE):
+            if start:
+                await asyncio.sleep(0)
+            for key, p in items[start : start + self.SLICE]:
+                if me in p.replicas and (t := topics.get(key[0])) is not None:
+                    out.append(self._metadata(key, p, t.name))
+        return out
+
+    async def _read_changes(
+        self, keys: set[tuple[Uuid, int]]
+    ) -> tuple[list[PartitionMetadata], list[tuple[Uuid, int]]]:
+        r = self.image.replication
+        partitions, topics = r.partitions.committed(), r.topics.committed()
+        me = self.broker_id
+        changed, removed = [], []
+        for n, key in enumerate(keys):
+            if n and n % self.SLICE == 0:
+                await asyncio.sleep(0)  # what changes meanwhile is noted for the next read
+            p = partitions.get(key)
+            t = topics.get(key[0]) if p is not None else None
+            if t is None or me not in p.replicas:
+                removed.append(key)
+            else:
+                changed.append(self._metadata(key, p, t.name))
+        return changed, removed
+
+    def _brokers(self) -> dict[int, BrokerState]:
+        out = {}
+        for b in self.image.cluster.brokers.committed().values():
+            endpoint = next(((e.host, e.port) for e in b.endpoints if e.name == self.listener_name), None)
+            out[b.id] = BrokerState(b.epoch, b.fenced, b.in_controlled_shutdown, endpoint)
+        return out
+
+
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """Equal map by map (by identity: a snapshot load makes new ones) and count by count."""
+    if len(a) != len(b):
+        return False
+    half = len(a) // 2
+    return all(x is y for x, y in zip(a[:half], b[:half], strict=True)) and a[half:] == b[half:]

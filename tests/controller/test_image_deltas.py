@@ -1,0 +1,84 @@
+"""A broker's data plane reads its metadata image as deltas (pykraft.replica.data_plane.ImageMetadata): only the
+partitions whose committed value changed since the last read, everything again after a snapshot load — and a
+ReplicaManager fed the deltas ends where one fed the whole image each time ends."""
+
+from __future__ import annotations
+
+from ctl_helpers import SharedLog, active_cluster, settle, start_controller
+
+from controller.cluster_control import HeartbeatRequest
+from controller.replication_control import NewTopic
+from controller.requests import DeleteTopicState
+from pykraft.replica.image_metadata import ImageMetadata
+from pykraft.replica.manager import ReplicaManager
+from pykraft.replica.partition import ReplicaConfig
+from quorum.log.message import Uuid
+
+ME = 101
+BROKERS = [(101, None, False), (102, None, False), (103, None, False), (104, None, False)]
+
+
+def manager_state(m: ReplicaManager) -> dict[tuple[Uuid, int], tuple[object, ...]]:
+    return {
+        k: (p.topic, p.leader, p.leader_epoch, p.partition_epoch, p.replicas, p.isr, p.adding, p.removing)
+        for k, p in m.partitions.items()
+    }
+
+
+async def full_read(image: ImageMetadata) -> ReplicaManager:
+    """A manager given the whole image, as a broker started now would be."""
+    fresh = ImageMetadata(image.image, ME)
+    news = await fresh.read()
+    assert news.full
+    m = ReplicaManager(ME, ReplicaConfig(), clock=lambda: 0, broker_epoch=lambda: 1)
+    m.apply_metadata(news.partitions, fresh.brokers)
+    return m
+
+
+async def test_reads_after_the_first_carry_only_what_changed() -> None:
+    log = SharedLog()
+    standby, _ = await start_controller(log, 2)  # the image: fed committed batches only, as an observer's
+    ctl, _, epochs = await active_cluster(log, BROKERS, topics=[NewTopic(f"t{i}", 8, 2) for i in range(5)])
+    image = ImageMetadata(standby, ME)
+    m = ReplicaManager(ME, ReplicaConfig(), clock=lambda: 0, broker_epoch=lambda: epochs[ME])
+
+    async def apply() -> tuple[int, int, bool]:
+        news = await image.read()
+        if news.full:
+            m.apply_metadata(news.partitions, image.brokers)
+        else:
+            m.apply_delta(news.partitions, news.removed, news.brokers)
+        return len(news.partitions), len(news.removed), news.full
+
+    partitions, removed, full = await apply()
+    assert full and partitions == len(m.partitions) > 0 and removed == 0
+    assert all(ME in p.replicas for p in m.partitions.values())
+    assert await apply() == (0, 0, False)  # nothing changed: nothing read
+
+    await ctl.create_topics([NewTopic("new", 12, 2)])
+    await settle()
+    partitions, removed, full = await apply()
+    assert not full and partitions + removed == 12  # each new partition, held here or not
+    assert partitions == sum(1 for k in m.partitions if k[0] == standby.replication.topics_by_name["new"])
+
+    doomed = standby.replication.topics_by_name["t0"]
+    held = sum(1 for k in m.partitions if k[0] == doomed)
+    await ctl.delete_topics([DeleteTopicState(name="t0")])
+    await settle()
+    partitions, removed, full = await apply()
+    assert not full and removed == 8 and held > 0 and not any(k[0] == doomed for k in m.partitions)
+
+    # Broker 102 fenced: it leaves the ISRs, new leaders where it led. The partitions held here change.
+    await ctl.broker_heartbeat(HeartbeatRequest(102, epochs[102], -1, want_fence=True))
+    await settle()
+    news = await image.read()
+    assert not news.full and news.brokers is not None and news.brokers[102].fenced
+    m.apply_delta(news.partitions, news.removed, news.brokers)
+    assert manager_state(m) == manager_state(await full_read(image))
+
+    # A snapshot load replaces the image's maps: everything is read again.
+    snapshot_id = await ctl.force_snapshot()
+    assert snapshot_id is not None
+    standby.handle_load_snapshot(ctl.raft.reader(snapshot_id))  # type: ignore[attr-defined]
+    partitions, removed, full = await apply()
+    assert full and manager_state(m) == manager_state(await full_read(image))
