@@ -22,6 +22,7 @@ from controller.configs import (
 )
 from controller.elections import LeaderElections
 from controller.partition_change import PartitionRegistration, merge
+from controller.partition_replay import Shared
 from controller.placement import PlacementError, ReplicaPlacer, UsableBroker
 from controller.reassignment import Reassignments, target_replicas
 from controller.records import ConfigRecord, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
@@ -108,6 +109,7 @@ class ReplicationControl:
         self._broker_view: _BrokerView | None = None
         self.elections = LeaderElections(self)
         self.reassignments = Reassignments(timeline, self)
+        self.shared = Shared()  # one object per distinct replica list and registration, for every replay path
 
     def topic_config(self, topic: str, name: str) -> Any:
         """The topic's effective value of ``name`` (topic, then broker levels, then the default)."""
@@ -457,28 +459,31 @@ class ReplicationControl:
                 key = _unify(record.name)
                 self._colliding[key] = (*self._colliding.get(key, ()), record.name)
         elif isinstance(record, PartitionRecord):
-            if record.topic_id not in self.topics:
+            topic = self.topics.get(record.topic_id)
+            if topic is None:
                 raise KafkaError(f"PartitionRecord at offset {offset} names unknown topic id {record.topic_id}")
-            key = (record.topic_id, record.partition_id)
+            key = (topic.id, record.partition_id)  # the topic's id object: not one copy per partition
             before = self.partitions.get(key)
-            self.partitions[key] = after = PartitionRegistration(
-                replicas=tuple(record.replicas),
-                isr=tuple(record.isr),
-                leader=record.leader,
-                leader_epoch=record.leader_epoch,
-                partition_epoch=record.partition_epoch,
-                removing=tuple(record.removing_replicas),
-                adding=tuple(record.adding_replicas),
-                leader_recovery_state=record.leader_recovery_state,
-                directories=tuple(record.directories),
+            self.partitions[key] = after = self.shared.registration(
+                PartitionRegistration(
+                    replicas=tuple(record.replicas),
+                    isr=tuple(record.isr),
+                    leader=record.leader,
+                    leader_epoch=record.leader_epoch,
+                    partition_epoch=record.partition_epoch,
+                    removing=tuple(record.removing_replicas),
+                    adding=tuple(record.adding_replicas),
+                    leader_recovery_state=record.leader_recovery_state,
+                    directories=tuple(record.directories),
+                )
             )
-            self.reassignments.track(record.topic_id, record.partition_id, before, after)
+            self.reassignments.track(topic.id, record.partition_id, before, after)
         elif isinstance(record, PartitionChangeRecord):
             key = (record.topic_id, record.partition_id)
             p = self.partitions.get(key)
             if p is None:
                 raise KafkaError(f"PartitionChangeRecord at offset {offset} names unknown partition {key}")
-            self.partitions[key] = after = merge(p, record)
+            self.partitions[key] = after = self.shared.registration(merge(p, record))
             self.reassignments.track(record.topic_id, record.partition_id, p, after)
         elif isinstance(record, ConfigRecord):
             self.config_control.replay(record)
