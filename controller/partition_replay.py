@@ -1,4 +1,5 @@
-"""What keeps a partition small in memory: shared tuples and registrations.
+"""What keeps a partition small in memory: shared tuples and registrations, and PartitionRecords replayed straight
+from their bytes.
 
 A partition's state is a :class:`PartitionRegistration` under a ``(topic id, index)`` key. Most of it repeats: a
 cluster has few brokers and many partitions, so replica and ISR lists recur, and a new partition's registration
@@ -6,13 +7,28 @@ cluster has few brokers and many partitions, so replica and ISR lists recur, and
 so a partition costs its key and dict slot plus whatever is really its own (``benchmarks/controller_memory.py``,
 resident memory at 200k partitions: a created partition 125 B instead of 447 B). The objects are immutable, so
 sharing them changes nothing a reader can see.
+
+:class:`PartitionRecordReplay` applies a PartitionRecord v0/v1 from its bytes (what our controllers write: nearly
+every record of a large log or snapshot) without building the message, its lists and a Uuid per directory: the
+snapshot loader and a standby's ``handle_commit`` share it (a standby's partition: 172 B instead of 815 B, at 3.7x
+the records/s). It takes only records it understands completely, and only into committed state (nothing pending: a
+standby, or a fresh load); anything else — another version, unknown tags, an unknown topic, a malformed record — is
+left to the generic decode and replay, which apply it or explain why not. For what it takes, it does exactly what
+the generic replay does.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from controller.partition_change import PartitionRegistration
+from controller.records import PartitionRecord
+from quorum.log.message import Uuid
+
+if TYPE_CHECKING:
+    from controller.replication_control import ReplicationControl
 
 # Bounds on the tables of shared values. A table that fills up is emptied and starts over: in a cluster too large
 # for its distinct values to fit, the ones seen lately are shared, and the tables never hold more than this.
@@ -54,3 +70,109 @@ class Shared:
             self.registrations.clear()
         self.registrations[p] = p
         return p
+
+
+# -- PartitionRecord v0/v1 from bytes --------------------------------------------------------------------------
+# The frame (version 1, api key, record version) and then the body: partition id (int32), topic id (16 bytes),
+# replicas, ISR, removing and adding (compact int32 arrays), leader, leader epoch, partition epoch (int32s), in v1
+# directories (a compact array of Uuids), then the tagged fields (only tag 0, LeaderRecoveryState, exists in v0-1).
+
+_PARTITION_V0 = bytes((1, PartitionRecord.SPEC.api_key, 0))  # type: ignore[attr-defined]
+_PARTITION_V1 = bytes((1, PartitionRecord.SPEC.api_key, 1))  # type: ignore[attr-defined]
+_I32 = struct.Struct(">i").unpack_from
+_3I32 = struct.Struct(">iii").unpack_from
+_BODY = 23  # the offset of the replicas array: 3 bytes of frame, the partition id, the topic id
+
+
+def _null(buf: bytes, pos: int) -> tuple[int, ...]:
+    raise ValueError("a null array")
+
+
+# Indexed by the compact array's length byte (count + 1; a longer array takes a multi-byte varint and the generic
+# path): the unpacker of that many int32s.
+_INT_ARRAYS: list[Callable[[bytes, int], tuple[int, ...]]] = [_null] + [
+    struct.Struct(f">{n}i").unpack_from for n in range(127)
+]
+_NO_TAGS = b"\x00"
+_RECOVERY_STATE_TAGS = {b"\x01\x00\x01\x00": 0, b"\x01\x00\x01\x01": 1}  # tag 0 (LeaderRecoveryState), 1 byte
+
+
+class PartitionRecordReplay:
+    """Applies PartitionRecords v0/v1 from their bytes into a ReplicationControl's committed state. Only while
+    nothing is pending (the caller's check): it writes the committed maps directly, as a standby's replay does."""
+
+    def __init__(self, replication: ReplicationControl) -> None:
+        self._topics = replication.topics.committed()
+        self._partitions = replication.partitions
+        self._parts = replication.partitions.committed()
+        self._track = replication.reassignments.track
+        self._shared = replication.shared
+        # The registration each record body (all but partition and topic id) decodes to, by record version (the
+        # same bytes read otherwise in another): most bodies repeat.
+        self._bodies: tuple[dict[bytes, PartitionRegistration], ...] = ({}, {})
+
+    def apply(self, value: bytes) -> bool:
+        """Replay ``value`` if it is a PartitionRecord this path reads; False (nothing done) if not: the caller
+        then takes the generic path."""
+        header = value[:3]
+        if header != _PARTITION_V1 and header != _PARTITION_V0:
+            return False
+        topic = self._topics.get(value[7:_BODY])
+        if topic is None:
+            return False  # the generic path names the unknown topic
+        v1 = header == _PARTITION_V1
+        bodies = self._bodies[v1]
+        body = value[_BODY:]
+        p = bodies.get(body)
+        if p is None:
+            try:
+                p = self._decode(value, v1)
+            except (IndexError, ValueError, struct.error):
+                return False  # the generic path explains what is wrong with it
+            if p is None:
+                return False
+            if len(bodies) >= MAX_SHARED_REGISTRATIONS:
+                bodies.clear()
+            bodies[body] = p
+        topic_id = topic.id  # the topic's own id object: keys share it rather than hold a copy each
+        index = _I32(value, 3)[0]
+        key = (topic_id, index)
+        before = self._parts.get(key)  # the committed value is the latest: nothing is pending
+        self._partitions[key] = p  # through the map, as the generic replay: its version and watchers see it
+        if p[5] or p[6] or (before is not None and (before[5] or before[6])):  # moving (removing, adding)
+            self._track(topic_id, index, before, p)
+        return True
+
+    def _decode(self, value: bytes, v1: bool) -> PartitionRegistration | None:
+        arrays = _INT_ARRAYS
+        tup = self._shared.tuple_of
+        pos = _BODY
+        lists = []
+        for _ in range(4):  # replicas, isr, removing, adding
+            n = value[pos]
+            lists.append(tup(arrays[n](value, pos + 1)))
+            pos += 4 * n - 3
+        leader, leader_epoch, partition_epoch = _3I32(value, pos)
+        pos += 12
+        directories: tuple[Uuid, ...] = ()
+        if v1:
+            n = value[pos] - 1
+            if not 0 <= n < 0x7F:
+                return None  # null, or a count that takes a multi-byte varint
+            pos += 1
+            end = pos + 16 * n
+            if end > len(value):
+                return None
+            directories = tup(Uuid(value[i : i + 16]) for i in range(pos, end, 16))
+            pos = end
+        tags = value[pos:]
+        recovery = 0 if tags == _NO_TAGS else _RECOVERY_STATE_TAGS.get(tags)
+        if recovery is None:
+            return None
+        replicas, isr, removing, adding = lists
+        return self._shared.registration(
+            _new(
+                PartitionRegistration,
+                (replicas, isr, leader, leader_epoch, partition_epoch, removing, adding, recovery, directories),
+            )
+        )

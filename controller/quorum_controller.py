@@ -219,12 +219,19 @@ class QuorumController:
             return
         if not batch.is_control and not self._wrote(batch.base_offset, batch.last_offset):
             written = self._written
+            # PartitionRecords from their bytes (most of what a standby replays), while nothing is pending: the
+            # fast path writes committed state, as the generic replay does then. Anything else: the generic path.
+            timeline = self.timeline
+            fast = None if timeline.pending or timeline.offset is not None else self.replication.partition_records.apply
             for i, value in enumerate(batch.records):
                 offset = batch.base_offset + i
-                while written and written[0][1] < offset:
-                    written.popleft()
-                if written and written[0][0] <= offset:
-                    continue  # this controller replayed it when it appended it
+                if written:
+                    while written and written[0][1] < offset:
+                        written.popleft()
+                    if written and written[0][0] <= offset:
+                        continue  # this controller replayed it when it appended it
+                if fast is not None and fast(value):
+                    continue
                 try:
                     message, _ = deserialize(value)
                 except DecodeError as e:

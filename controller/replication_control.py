@@ -22,7 +22,7 @@ from controller.configs import (
 )
 from controller.elections import LeaderElections
 from controller.partition_change import PartitionRegistration, merge
-from controller.partition_replay import Shared
+from controller.partition_replay import PartitionRecordReplay, Shared
 from controller.placement import PlacementError, ReplicaPlacer, UsableBroker
 from controller.reassignment import Reassignments, target_replicas
 from controller.records import ConfigRecord, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
@@ -110,6 +110,7 @@ class ReplicationControl:
         self.elections = LeaderElections(self)
         self.reassignments = Reassignments(timeline, self)
         self.shared = Shared()  # one object per distinct replica list and registration, for every replay path
+        self.partition_records = PartitionRecordReplay(self)
 
     def topic_config(self, topic: str, name: str) -> Any:
         """The topic's effective value of ``name`` (topic, then broker levels, then the default)."""

@@ -11,8 +11,8 @@ SnapshotGenerator's policy) and loading them back.
   after ``metadata.log.max.record.bytes.between.snapshots`` of committed batches, or
   ``metadata.log.max.snapshot.interval.ms`` after the last snapshot, it captures the image and writes it in
   chunks from a task, so commits keep flowing. One at a time; a failure is logged and retried after a backoff.
-- :func:`load_records` replays a snapshot into fresh state, with a fast path for PartitionRecords (nearly all of a
-  large snapshot).
+- :func:`load_records` replays a snapshot into fresh state, PartitionRecords (nearly all of a large snapshot)
+  through the fast path a standby's commits take too (``controller/partition_replay.py``).
 
 Replaying the records gives exactly the committed state the log gave, except one thing a snapshot cannot carry:
 ``TopicInfo.created_offset`` (the offset of the topic's TopicRecord) is -1, unknown, for topics loaded from one.
@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ from controller.records import (
     serialize,
 )
 from quorum.fault import spawn
-from quorum.log.message import METADATA_TOPIC_ID, ApiMessage, Uuid
+from quorum.log.message import ApiMessage, Uuid
 from quorum.log.snapshots import SnapshotId
 from quorum.raft.client import CommittedBatch, SnapshotWriter
 
@@ -174,46 +173,14 @@ def _partition_record(topic_id: Uuid, index: int, p: PartitionRegistration) -> P
 
 # -- loading ------------------------------------------------------------------------------------------------------
 
-# The fast path reads PartitionRecord v1 (what :func:`serialize` writes) straight into a PartitionRegistration: no
-# message object, no Uuid per directory, no per-key timeline bookkeeping. Anything it does not expect — another
-# version, a long array, real directory ids, unknown tags, a partition seen twice, an unknown topic — takes the
-# generic decode and replay, which apply it or explain why not.
-_PARTITION_V1 = bytes((1, PartitionRecord.SPEC.api_key, 1))  # type: ignore[attr-defined]
-_new = tuple.__new__
-_I32 = struct.Struct(">i").unpack_from
-_3I32 = struct.Struct(">iii").unpack_from
-
-
-def _malformed(buf: bytes, pos: int) -> tuple[int, ...]:
-    raise ValueError("a null array")
-
-
-# Indexed by the compact array length byte (count + 1): the unpacker of that many int32s.
-_INT_ARRAYS: list[Callable[[bytes, int], tuple[int, ...]]] = [_malformed] + [
-    struct.Struct(f">{n}i").unpack_from for n in range(32)
-]
-_UNASSIGNED_BYTES = [bytes(METADATA_TOPIC_ID) * n for n in range(32)]
-_UNASSIGNED = [(METADATA_TOPIC_ID,) * n for n in range(32)]
-_NOT_MOVING = b"\x01\x01"  # empty removing and adding arrays
-_NO_TAGS = b"\x00"
-_RECOVERY_STATE_TAGS = {b"\x01\x00\x01\x00": 0, b"\x01\x00\x01\x01": 1}  # tag 0 (LeaderRecoveryState), 1 byte
-
 
 def load_records(controller: QuorumController, batches: Iterable[CommittedBatch]) -> int:
     """Replay a snapshot's records into the controller's fresh, empty state (standby-style: nothing pending);
     the number of records. Raises ValueError naming the record that cannot be applied."""
     replication = controller.replication
-    topics = replication.topics.committed()
-    parts = replication.partitions.bulk_load()
-    track = replication.reassignments.track
+    replication.partitions.bulk_load()  # checks that nothing is pending: the fast path writes committed state
+    fast = replication.partition_records.apply  # nearly every record of a large snapshot
     replay = controller._replay
-    arrays = _INT_ARRAYS
-    unassigned_bytes = _UNASSIGNED_BYTES
-    # Replica lists repeat (a few brokers, many partitions): one tuple for each distinct list, found by its bytes,
-    # holds 2 tuples a partition less in memory and for the collector (measured: half the pause after the load).
-    lists: dict[bytes, tuple[int, ...]] = {}
-    raw_topic_id = b""
-    topic_id = None
     count = 0
     # Every object loaded lives on, and none is in a cycle: collections during the load would only rescan the
     # growing heap (measured: 4.5x slower at 200k partitions). One collection after it finds them all old.
@@ -222,71 +189,13 @@ def load_records(controller: QuorumController, batches: Iterable[CommittedBatch]
     try:
         for batch in batches:
             values = batch.records
-            for value in values:
-                if value[:3] == _PARTITION_V1:
-                    try:
-                        if value[7:23] != raw_topic_id:  # a topic's partitions come together: one lookup each
-                            raw_topic_id = value[7:23]
-                            topic = topics.get(raw_topic_id)
-                            topic_id = None if topic is None else topic.id
-                        pos = 23
-                        end = 4 * value[pos] + 20
-                        replicas = lists.get(raw := value[pos:end])
-                        if replicas is None:
-                            replicas = lists[raw] = arrays[value[pos]](value, pos + 1)
-                        pos = end
-                        end = 4 * value[pos] + pos - 3
-                        if value[pos:end] == raw:  # all replicas in sync
-                            isr = replicas
-                        else:
-                            isr = lists.get(raw := value[pos:end])
-                            if isr is None:
-                                isr = lists[raw] = arrays[value[pos]](value, pos + 1)
-                        pos = end
-                        if value[pos : pos + 2] == _NOT_MOVING:
-                            removing = adding = ()
-                            pos += 2
-                        else:
-                            n = value[pos]
-                            removing = arrays[n](value, pos + 1)
-                            pos += 4 * n - 3
-                            n = value[pos]
-                            adding = arrays[n](value, pos + 1)
-                            pos += 4 * n - 3
-                        leader, leader_epoch, partition_epoch = _3I32(value, pos)
-                        pos += 13
-                        n = value[pos - 1] - 1
-                        end = pos + 16 * n
-                        if value[pos:end] == unassigned_bytes[n] and topic_id is not None:
-                            tags = value[end:]
-                            recovery = 0 if tags == _NO_TAGS else _RECOVERY_STATE_TAGS.get(tags)
-                            if recovery is not None:
-                                p = _new(
-                                    PartitionRegistration,
-                                    (
-                                        replicas,
-                                        isr,
-                                        leader,
-                                        leader_epoch,
-                                        partition_epoch,
-                                        removing,
-                                        adding,
-                                        recovery,
-                                        _UNASSIGNED[n],
-                                    ),
-                                )
-                                index = _I32(value, 3)[0]
-                                if parts.setdefault((topic_id, index), p) is p:  # else seen twice: generic path
-                                    if removing or adding:
-                                        track(topic_id, index, None, p)
-                                    continue
-                    except (IndexError, ValueError, struct.error):
-                        pass  # the generic path below explains what is wrong with it
+            for i, value in enumerate(values):
+                if fast(value):
+                    continue
                 try:
                     replay(deserialize(value).message, -1)  # -1: not at a log offset (see the module's docstring)
                 except Exception as e:
-                    index = count + next(i for i, v in enumerate(values) if v is value)
-                    raise ValueError(f"record {index} of the snapshot: {type(e).__name__}: {e}") from e
+                    raise ValueError(f"record {count + i} of the snapshot: {type(e).__name__}: {e}") from e
             count += len(values)
     finally:
         if collecting:

@@ -1,0 +1,223 @@
+"""The PartitionRecord fast path (controller/partition_replay.py) against the generic decode and replay: the same
+committed state for every record it takes, the generic path's errors for every record it leaves, and values
+shared rather than copied."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import pytest
+from ctl_helpers import FakeRaft, SharedLog, quiet_settings
+from test_snapshot_image import image_state
+
+from controller.quorum_controller import QuorumController, ReplayError
+from controller.records import (
+    ApiMessage,
+    FeatureLevelRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    Uuid,
+    serialize,
+)
+from quorum.log.message import METADATA_TOPIC_ID
+from quorum.raft.client import CommittedBatch
+
+UNASSIGNED = METADATA_TOPIC_ID
+
+
+def standby(fast: bool = True) -> QuorumController:
+    ctl = QuorumController(7, FakeRaft(7, SharedLog()), quiet_settings())
+    if not fast:
+        ctl.replication.partition_records.apply = lambda value: False  # type: ignore[method-assign]
+    return ctl
+
+
+def counting(ctl: QuorumController) -> list[int]:
+    """Counts the records the fast path took: [taken]."""
+    taken = [0]
+    apply = ctl.replication.partition_records.apply
+
+    def counted(value: bytes) -> bool:
+        done = apply(value)
+        taken[0] += done
+        return done
+
+    ctl.replication.partition_records.apply = counted  # type: ignore[method-assign]
+    return taken
+
+
+def replay(ctl: QuorumController, values: Sequence[bytes], size: int, base: int = 0) -> None:
+    for i in range(0, len(values), size):
+        ctl.handle_commit(CommittedBatch.of(list(values[i : i + size]), base_offset=base + i))
+
+
+def record_mix() -> list[bytes]:
+    a, b, c = Uuid.random(), Uuid.random(), Uuid.random()
+    dirs = [Uuid.random(), Uuid.random(), Uuid.random()]
+    common = {"leader_epoch": 0, "partition_epoch": 0}
+    records: list[ApiMessage | bytes] = [
+        FeatureLevelRecord(name="metadata.version", feature_level=22),
+        TopicRecord(name="a", topic_id=a),
+        TopicRecord(name="b.c", topic_id=b),
+    ]
+    for i in range(20):  # as CreateTopics writes them: most share replicas, ISR, the whole registration
+        replicas = [i % 4, (i + 1) % 4, (i + 2) % 4]
+        records.append(
+            PartitionRecord(
+                partition_id=i,
+                topic_id=a,
+                replicas=replicas,
+                isr=replicas,
+                leader=replicas[0],
+                directories=[UNASSIGNED] * 3,
+                **common,
+            )
+        )
+    records += [
+        PartitionRecord(partition_id=0, topic_id=b, replicas=[0, 1], isr=[0], leader=0, leader_recovery_state=1),
+        PartitionRecord(partition_id=1, topic_id=b, replicas=[0, 1, 2], isr=[1], leader=1, directories=dirs),
+        PartitionRecord(  # moving: 2 and 3 join, 0 leaves
+            partition_id=2,
+            topic_id=b,
+            replicas=[2, 3, 0],
+            isr=[0],
+            leader=0,
+            adding_replicas=[2, 3],
+            removing_replicas=[0],
+            leader_epoch=3,
+            partition_epoch=7,
+        ),
+        PartitionRecord(partition_id=3, topic_id=b, replicas=[1], isr=[1], leader=1, leader_epoch=-1),
+        serialize(PartitionRecord(partition_id=4, topic_id=b, replicas=[3], isr=[3], leader=3), version=0),
+        PartitionRecord(  # 130 replicas: a length that takes two bytes, left to the generic path
+            partition_id=5, topic_id=b, replicas=list(range(130)), isr=[0], leader=0
+        ),
+        PartitionChangeRecord(partition_id=0, topic_id=a, isr=[0, 1], leader=1),
+        PartitionChangeRecord(partition_id=2, topic_id=b, isr=[0, 2, 3]),
+        PartitionChangeRecord(  # the move completes
+            partition_id=2, topic_id=b, replicas=[2, 3], isr=[2, 3], leader=2, removing_replicas=[], adding_replicas=[]
+        ),
+        PartitionRecord(  # a partition written again (a log may hold it twice): it starts moving this time
+            partition_id=3, topic_id=b, replicas=[1, 2], isr=[1], leader=1, adding_replicas=[2], partition_epoch=2
+        ),
+        TopicRecord(name="gone", topic_id=c),
+        PartitionRecord(partition_id=0, topic_id=c, replicas=[1, 2], isr=[1, 2], leader=1, adding_replicas=[2]),
+        RemoveTopicRecord(topic_id=c),
+        TopicRecord(name="gone", topic_id=(c2 := Uuid.random())),  # the name again, another id
+        PartitionRecord(partition_id=0, topic_id=c2, replicas=[0], isr=[0], leader=0),
+    ]
+    return [r if isinstance(r, bytes) else serialize(r) for r in records]
+
+
+@pytest.mark.parametrize("size", [1, 4, 1000])
+def test_fast_replay_gives_the_generic_replays_state(size: int) -> None:
+    values = record_mix()
+    fast, generic = standby(), standby(fast=False)
+    taken = counting(fast)
+    replay(fast, values, size)
+    replay(generic, values, size)
+    assert image_state(fast) == image_state(generic)
+    assert taken[0] == 28  # every PartitionRecord but the one with 130 replicas
+    r = fast.replication
+    assert r.reassignments.moving.committed() == generic.replication.reassignments.moving.committed()
+    assert len(r.reassignments.moving.committed()) == 1  # b's partition 3; c's went with its topic
+    for (topic_id, _), p in r.partitions.committed().items():
+        assert topic_id is r.topics.committed()[topic_id].id  # keys hold the topic's own id object
+        assert all(type(v) is tuple for v in (p.replicas, p.isr, p.removing, p.adding, p.directories))
+
+
+def test_values_are_shared_not_copied() -> None:
+    ctl = standby()
+    replay(ctl, record_mix(), 1000)
+    parts = ctl.replication.partitions.committed()
+    topic = next(t.id for t in ctl.replication.topics.committed().values() if t.name == "a")
+    p4, p8 = parts[(topic, 4)], parts[(topic, 8)]  # same replicas, leader, epochs
+    assert p4 is p8
+    p1, p5 = parts[(topic, 1)], parts[(topic, 5)]
+    assert p1.replicas is p5.replicas and p1.isr is p1.replicas
+    assert parts[(topic, 0)].replicas is parts[(topic, 4)].replicas  # changed by a PartitionChangeRecord: still
+    assert parts[(topic, 2)].directories is p4.directories
+
+
+def test_mutated_records_fast_or_generic_agree() -> None:
+    """Random damage to a PartitionRecord's bytes: whatever the fast path takes, it reads as the generic path
+    does; what it leaves, the generic path applies or refuses."""
+    rng = random.Random(7)
+    topic = Uuid.random()
+    setup = [serialize(FeatureLevelRecord(name="metadata.version", feature_level=22))]
+    setup.append(serialize(TopicRecord(name="t", topic_id=topic)))
+    seeds = [
+        serialize(PartitionRecord(partition_id=3, topic_id=topic, replicas=[1, 2, 3], isr=[1, 2], leader=1)),
+        serialize(
+            PartitionRecord(
+                partition_id=0,
+                topic_id=topic,
+                replicas=[1, 2],
+                isr=[1],
+                leader=1,
+                adding_replicas=[2],
+                leader_recovery_state=1,
+                directories=[Uuid.random(), UNASSIGNED],
+            )
+        ),
+        serialize(PartitionRecord(partition_id=1, topic_id=topic, replicas=[4], isr=[4], leader=4), version=0),
+    ]
+    fast_ctl, generic_ctl = standby(), standby(fast=False)
+    replay(fast_ctl, setup, 10)
+    replay(generic_ctl, setup, 10)
+    offset = len(setup)
+    for _ in range(1500):
+        value = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(1, 3)):
+            action = rng.random()
+            pos = rng.randrange(3, len(value) + 1)  # the frame header kept: else it is no PartitionRecord
+            if action < 0.6 and pos < len(value):
+                value[pos] = rng.randrange(256)
+            elif action < 0.8:
+                del value[pos:]
+            else:
+                value[pos:pos] = bytes([rng.randrange(256)])
+        outcomes = []
+        for ctl in (fast_ctl, generic_ctl):
+            try:
+                ctl.handle_commit(CommittedBatch.of([bytes(value)], base_offset=offset))
+                outcomes.append("applied")
+            except ReplayError as e:
+                outcomes.append(str(e))
+                ctl.failed = False  # a test's liberty: go on with the next mutation
+        assert outcomes[0] == outcomes[1], bytes(value).hex()
+        assert image_state(fast_ctl) == image_state(generic_ctl), bytes(value).hex()
+        offset += 1
+
+
+def test_the_same_body_in_another_version_is_read_as_that_version() -> None:
+    topic = Uuid.random()
+    setup = [serialize(TopicRecord(name="t", topic_id=topic))]
+    v1 = serialize(PartitionRecord(partition_id=0, topic_id=topic, replicas=[1], isr=[1], leader=1))
+    as_v0 = v1[:2] + b"\x00" + v1[3:]  # v0 has no directories: the empty array's byte reads as a tag count
+    outcomes = []
+    for ctl in (standby(), standby(fast=False)):
+        replay(ctl, [*setup, v1], 10)
+        with pytest.raises(ReplayError, match="cannot decode the record at offset 2") as e:
+            ctl.handle_commit(CommittedBatch.of([as_v0], base_offset=2))
+        outcomes.append(str(e.value))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_a_corrupt_or_unknown_partition_record_is_a_replay_error_naming_its_offset() -> None:
+    ctl = standby()
+    topic = Uuid.random()
+    good = [
+        serialize(FeatureLevelRecord(name="metadata.version", feature_level=22)),
+        serialize(TopicRecord(name="t", topic_id=topic)),
+    ]
+    record = serialize(PartitionRecord(partition_id=0, topic_id=topic, replicas=[1, 2], isr=[1], leader=1))
+    replay(ctl, good, 10)
+    with pytest.raises(ReplayError, match="cannot decode the record at offset 12: "):
+        ctl.handle_commit(CommittedBatch.of([record, record[:-6]], base_offset=11))
+    unknown = serialize(PartitionRecord(partition_id=0, topic_id=Uuid.random(), replicas=[1], isr=[1], leader=1))
+    with pytest.raises(ReplayError, match=r"PartitionRecord at offset 20 on the standby .*unknown topic id"):
+        standby().handle_commit(CommittedBatch.of([*good, unknown], base_offset=18))
