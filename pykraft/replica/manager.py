@@ -319,6 +319,8 @@ class ReplicaManager(SessionFetching):
         started = 0
         for p in self.partitions.values():
             if p.is_leader:
+                if p.parked and len(p.parked) >= len(p.isr) - 1 and p.pending is None:
+                    continue  # every ISR follower parked: it holds the whole idle log, nothing to shrink or raise
                 p.high_watermark_now(now, self.brokers)
                 change = p.maybe_shrink(now, epoch)
                 if change is not None:
@@ -519,16 +521,19 @@ class ReplicaManager(SessionFetching):
 
     def summary(self) -> dict[str, int]:
         now = self.clock()
-        led = [p for p in self.partitions.values() if p.is_leader]
-        return {
-            "partitions": len(self.partitions),
-            "leaders": len(led),
-            "under_replicated": sum(1 for p in led if under_replicated(p)),
-            "reassigning": sum(1 for p in led if p.is_reassigning),
-            "pending_isr_changes": sum(1 for p in led if p.pending is not None),
-            "throttled": sum(1 for p in self.partitions.values() if self.throttled(p)),
-            "log_end_offset_sum": sum(p.leo(now) for p in self.partitions.values()),
-        }
+        keys = ("leaders", "under_replicated", "reassigning", "pending_isr_changes", "throttled", "log_end_offset_sum")
+        out = {"partitions": len(self.partitions), **dict.fromkeys(keys, 0)}
+        unbounded = self.unbounded and self.throttles.leader.unlimited
+        for p in self.partitions.values():  # one pass: a broker may hold a million
+            out["log_end_offset_sum"] += p.leo(now)
+            if not unbounded and self.throttled(p):
+                out["throttled"] += 1
+            if p.is_leader:
+                out["leaders"] += 1
+                out["under_replicated"] += under_replicated(p)
+                out["reassigning"] += p.is_reassigning
+                out["pending_isr_changes"] += p.pending is not None
+        return out
 
     def describe_replicas(self, wanted: Collection[tuple[bytes, int]] | None = None) -> list[ReplicaInfo]:
         """Every replica held here (or those of ``wanted`` held here), ordered by topic and partition."""
