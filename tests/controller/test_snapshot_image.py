@@ -382,6 +382,11 @@ async def test_fast_load_equals_generic_replay(log: SharedLog) -> None:
     assert fresh.replication.reassignments.moving.committed() == {topic: frozenset({2})}
     assert fresh.replication.partitions[(topic, 1)].directories == tuple(dirs)
     assert fresh.replication.partition_count(topic) == 3 and (topic, 4) in fresh.replication.partitions
+    # The snapshot's bytes (PartitionRecords from bytes cached per registration) are each record serialized.
+    await ctl.create_topics([NewTopic(f"many-{i}", 40, 1) for i in range(3)])
+    image = capture(ctl)
+    assert len({id(p) for p in image.partitions.values()}) < len(image.partitions) / 4  # the cache is used
+    assert list(image.encoded()) == [serialize(r) for r in image.records()]
     assert fresh.replication.partitions[(old, 0)].leader_epoch == 1
 
 
