@@ -30,8 +30,8 @@ fetch grants each partition what the quotas hold at that moment, which is fetch 
 
 from __future__ import annotations
 
+import itertools
 import random
-from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,21 +42,27 @@ FINAL_EPOCH = -1  # a full fetch without a session
 Key = tuple[Any, int]  # (topic id, partition)
 
 
+_generations = itertools.count(1)
+
+
 @dataclass(eq=False, slots=True)
 class FollowerSession:
-    """A follower's side of its session with one leader."""
+    """A follower's side of its session with one leader. What the leader holds of each partition is kept on the
+    Partition itself (``sent_gen``, ``sent_offset``, ``sent_epoch``: a broker may follow a million): a partition is
+    in this session when its ``sent_gen`` is this session's ``gen``, unique to each session incarnation, so that
+    starting over forgets them all at once."""
 
     session_id: int = NO_SESSION
     epoch: int = INITIAL_EPOCH  # the epoch the next fetch carries
-    sent: dict[Key, tuple[int, int, int]] = field(default_factory=dict)  # what the leader holds: offset, epoch, max
-    dirty: set[Key] = field(default_factory=set)  # partitions whose state may differ from ``sent``
+    gen: int = field(default_factory=lambda: next(_generations))
+    dirty: set[Key] = field(default_factory=set)  # partitions whose state may differ from what the leader holds
     waiting: set[Key] = field(default_factory=set)  # followed here but not fetchable when last looked at
 
     def reset(self) -> None:
         """Start over: the next fetch is a full one."""
         self.session_id = NO_SESSION
         self.epoch = INITIAL_EPOCH
-        self.sent.clear()
+        self.gen = next(_generations)
         self.dirty.clear()
         self.waiting.clear()
 
@@ -84,23 +90,14 @@ class FollowerSessions:
 
 
 @dataclass(eq=False, slots=True)
-class CachedPartition:
-    """A partition of a leader's session: what the follower last asked, what the leader last answered."""
-
-    fetch_offset: int
-    leader_epoch: int
-    max_bytes: int
-    high_watermark: int = -1
-    log_end_offset: int = -1
-
-
-@dataclass(eq=False, slots=True)
 class LeaderSession:
+    """A leader's side of a follower's session. What it holds of each partition is kept on the leader's
+    ReplicaState of that follower (``session`` names the session it belongs to)."""
+
     session_id: int
     replica_id: int
     epoch: int = INITIAL_EPOCH
-    partitions: dict[Key, CachedPartition] = field(default_factory=dict)
-    active: set[Key] = field(default_factory=set)  # partitions looked at in every fetch; the rest are parked
+    active: set[Key] = field(default_factory=set)  # partitions looked at in every fetch; the others are parked
     last_fetch_ms: int = 0
     closed: bool = False
 
@@ -129,33 +126,25 @@ class LeaderSessions:
         s = self.by_replica.pop(replica_id, None)
         if s is not None:
             del self.by_id[s.session_id]
-            s.closed = True  # the partitions it parked forget it when they are next unparked
+            s.closed = True  # the replica states that name it count as in no session
 
     def find(self, session_id: int, replica_id: int) -> LeaderSession | None:
         s = self.by_id.get(session_id)
         return s if s is not None and s.replica_id == replica_id else None
 
     @staticmethod
-    def park(p: Any, key: Hashable, session: LeaderSession) -> None:
-        """``p`` (a led Partition) needs nothing from this follower until it changes."""
-        session.active.discard(key)  # type: ignore[arg-type]
-        if p.parked is None:
-            p.parked = {}
-        p.parked[session.replica_id] = session
-
-    @staticmethod
-    def unpark(p: Any, only: int | None = None) -> None:
-        """``p`` changed (or ``only`` that follower asked again): look at it in the sessions that parked it at
-        their next fetch, counting the follower as caught up as of the session's last fetch."""
-        parked = p.parked
-        if not parked:
-            return
-        key = (p.topic_id, p.index)
-        for replica_id in [only] if only is not None else list(parked):
-            session = parked.pop(replica_id, None)
-            if session is None or session.closed:
+    def unpark(p: Any) -> None:
+        """``p`` (a Partition) changes: look again at its parked followers at their sessions' next fetch, each
+        counted as caught up as of its session's last fetch. Before the change: becoming a follower drops them."""
+        key = None
+        for r in p.remotes.values():
+            session = r.parked
+            if session is None:
                 continue
+            r.parked = None
+            if session.closed or r.session is not session:
+                continue
+            key = key or (p.topic_id, p.index)
             session.active.add(key)
-            r = p.remotes.get(replica_id)
-            if r is not None and session.last_fetch_ms > r.last_fetch_time_ms:
+            if session.last_fetch_ms > r.last_fetch_time_ms:
                 r.last_fetch_time_ms = r.last_caught_up_time_ms = session.last_fetch_ms

@@ -27,6 +27,7 @@ from controller.requests import AlterPartitionResult
 from pykraft.replica.fetch_session import FollowerSessions, LeaderSessions
 from pykraft.replica.partition import (
     MESSAGE_BYTES,
+    NO_LEADER,
     BrokerState,
     BrokerView,
     ChangeKind,
@@ -101,7 +102,6 @@ class ReplicaManager(SessionFetching):
         self._granted: dict[PartitionKey, int] = {}
         self._grants = 0
         # Indexes kept as metadata is applied, so that nothing per fetch walks every replica held here.
-        self._following: dict[PartitionKey, int] = {}  # followed replica -> its leader
         self._by_leader: dict[int, dict[PartitionKey, Partition]] = {}  # leader -> the replicas followed from it
         self._moving: dict[PartitionKey, str] = {}  # replicas out of an ISR or reassigning -> topic
         self.sessions = FollowerSessions()
@@ -144,6 +144,8 @@ class ReplicaManager(SessionFetching):
                 if self.broker_id not in m.adding:  # an original replica: it holds the partition's data already
                     p.start_log(self.config.initial_messages)
             before = p.metadata_seen
+            if p.remotes and p.changes_with(m):
+                self.leader_sessions.unpark(p)  # before: a leader that becomes a follower forgets its followers
             change = p.apply_metadata(m, now, epoch)
             if p.metadata_seen != before:
                 changes += 1
@@ -165,23 +167,21 @@ class ReplicaManager(SessionFetching):
 
     def _index(self, key: PartitionKey, p: Partition) -> None:
         """Keep the per-leader index of followed replicas and the replicas that move (see topics_to_watch)."""
-        leader = p.leader if not p.is_leader and p.leader >= 0 else None
-        old = self._following.get(key)
+        leader = p.leader if not p.is_leader and p.leader >= 0 else NO_LEADER
+        old = p.followed_from
         if old != leader:
-            if old is not None:
-                self._unfollow(key, old)
-            if leader is not None:
-                self._following[key] = leader
+            if old != NO_LEADER:
+                self._unfollow(key, p)
+            if leader != NO_LEADER:
+                p.followed_from = leader
                 self._by_leader.setdefault(leader, {})[key] = p
                 self.sessions.changed(leader, key)
-        elif leader is not None:
-            self._by_leader[leader][key] = p
+        elif leader != NO_LEADER:
             self.sessions.changed(leader, key)
         self._note_moving(key, p)
-        self.leader_sessions.unpark(p)
 
-    def _unfollow(self, key: PartitionKey, leader: int) -> None:
-        del self._following[key]
+    def _unfollow(self, key: PartitionKey, p: Partition) -> None:
+        leader, p.followed_from = p.followed_from, NO_LEADER
         followed = self._by_leader[leader]
         del followed[key]
         if not followed:
@@ -189,11 +189,10 @@ class ReplicaManager(SessionFetching):
         self.sessions.changed(leader, key)
 
     def _unindex(self, key: PartitionKey, p: Partition) -> None:
-        leader = self._following.get(key)
-        if leader is not None:
-            self._unfollow(key, leader)
+        if p.followed_from != NO_LEADER:
+            self._unfollow(key, p)
         self._moving.pop(key, None)
-        self.leader_sessions.unpark(p)
+        self.leader_sessions.unpark(p)  # its sessions answer that it is gone
 
     def _note_moving(self, key: PartitionKey, p: Partition) -> None:
         if p.adding or p.removing or not p.in_isr or (p.is_leader and len(p.isr) < len(p.replicas)):
@@ -319,7 +318,8 @@ class ReplicaManager(SessionFetching):
         started = 0
         for p in self.partitions.values():
             if p.is_leader:
-                if p.parked and len(p.parked) >= len(p.isr) - 1 and p.pending is None:
+                followers = [r for b, r in p.remotes.items() if b in p.isr]
+                if followers and p.pending is None and all(r.parked for r in followers):
                     continue  # every ISR follower parked: it holds the whole idle log, nothing to shrink or raise
                 p.high_watermark_now(now, self.brokers)
                 change = p.maybe_shrink(now, epoch)

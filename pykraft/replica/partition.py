@@ -22,13 +22,16 @@ and the disk rate allow. A restarted agent sees every partition for the first ti
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from controller.requests import LeaderRecoveryState
 from quorum.errors import Errors
 from quorum.log.message import Uuid
 
+NO_REMOTES: Mapping[int, ReplicaState] = MappingProxyType({})  # a follower's: one shared empty map, not one each
 MESSAGE_BYTES = 1024  # what one simulated message counts for against a fetch's max bytes
 NO_LEADER = -1
 
@@ -103,6 +106,15 @@ class ReplicaState:
     last_fetch_time_ms: int = 0
     last_caught_up_time_ms: int = 0
     broker_epoch: int | None = None  # from its fetches
+    # Its fetch session with this leader (pykraft.replica.fetch_session): the session it is in, what it last asked
+    # (fetch offset, current leader epoch, max bytes) and what it was last told (high watermark, log end).
+    session: Any = None
+    fetch_offset: int = -1
+    fetch_leader_epoch: int = -1
+    fetch_max_bytes: int = 0
+    told_high_watermark: int = -1
+    told_log_end_offset: int = -1
+    parked: Any = None  # the session, while this follower needs nothing until the partition changes
 
     def update_fetch_state(self, fetch_offset: int, now_ms: int, leader_leo: int, broker_epoch: int) -> None:
         """Kafka's Replica.updateFetchStateOrThrow: caught up now if the fetch reads up to the leader's current LEO,
@@ -216,6 +228,7 @@ class Partition:
         "epoch_start_offset",
         "fetch_backoff_until_ms",
         "fetch_blocked",
+        "followed_from",
         "high_watermark",
         "index",
         "isr",
@@ -225,14 +238,17 @@ class Partition:
         "leader_recovery_state",
         "local_id",
         "log_end_offset",
-        "metadata_seen",
         "metadata_stale",
-        "parked",
         "partition_epoch",
         "pending",
         "remotes",
         "removing",
         "replicas",
+        "seen_leader_epoch",
+        "seen_partition_epoch",
+        "sent_epoch",
+        "sent_gen",
+        "sent_offset",
         "topic",
         "topic_id",
     )
@@ -252,18 +268,22 @@ class Partition:
         self.removing: tuple[int, ...] = ()
         self.leader_recovery_state = LeaderRecoveryState.RECOVERED
         self.pending: PendingChange | None = None
-        self.remotes: dict[int, ReplicaState] = {}
+        self.remotes: Mapping[int, ReplicaState] = NO_REMOTES
         self.log_end_offset = 0
         self.high_watermark = 0
         self.epoch_start_offset: int | None = None  # the LEO when this broker began leading in this leader epoch
         self._produce_origin: tuple[int, int] | None = None  # (time, LEO) since which the log grows
-        self.metadata_seen = (-1, -1)  # (leader epoch, partition epoch) of the metadata last applied
+        self.seen_leader_epoch = self.seen_partition_epoch = -1  # of the metadata last applied (ints, not a tuple)
         self.metadata_stale = False  # an AlterPartition answer said our state is old: apply the next metadata
         # follower side
         self.leader_log_end_offset = -1  # the leader's LEO in its last answer (-1: none yet from this leader)
         self.fetch_blocked = False  # FENCED_LEADER_EPOCH: our leader epoch is old; wait for new metadata
         self.fetch_backoff_until_ms = 0
-        self.parked: dict[int, Any] | None = None  # as a leader: follower -> the fetch session that parked it
+        self.followed_from = NO_LEADER  # the leader this replica is indexed under as a follower (the manager's)
+        # What this follower's fetch session with that leader holds of it (pykraft.replica.fetch_session).
+        self.sent_gen = 0
+        self.sent_offset = -1
+        self.sent_epoch = -1
 
     def __repr__(self) -> str:
         return f"{self.topic}-{self.index}"
@@ -320,17 +340,26 @@ class Partition:
 
     # -- metadata -----------------------------------------------------------------------------------------------
 
+    @property
+    def metadata_seen(self) -> tuple[int, int]:
+        """(leader epoch, partition epoch) of the metadata last applied."""
+        return self.seen_leader_epoch, self.seen_partition_epoch
+
+    def changes_with(self, m: PartitionMetadata) -> bool:
+        """Would :meth:`apply_metadata` apply ``m``?"""
+        same = m.leader_epoch == self.seen_leader_epoch and m.partition_epoch == self.seen_partition_epoch
+        if same and not self.metadata_stale:
+            return False
+        return m.partition_epoch >= self.partition_epoch
+
     def apply_metadata(self, m: PartitionMetadata, now_ms: int, broker_epoch: int) -> PendingChange | None:
         """Apply the controller's view if it changed since the last one applied (polled metadata is treated as a
         delta, as a Kafka broker sees only changed partitions), or if an AlterPartition answer said ours is stale.
         Older than what an AlterPartition answer gave us: skipped (Kafka's partition-epoch check). Returns the
         AlterPartition to send for a partition led in RECOVERING state."""
-        key = (m.leader_epoch, m.partition_epoch)
-        if key == self.metadata_seen and not self.metadata_stale:
+        if not self.changes_with(m):
             return None
-        if m.partition_epoch < self.partition_epoch:
-            return None
-        self.metadata_seen = key
+        self.seen_leader_epoch, self.seen_partition_epoch = m.leader_epoch, m.partition_epoch
         self.metadata_stale = False
         self.topic = m.topic
         if m.leader == self.local_id:
@@ -354,7 +383,8 @@ class Partition:
             for r in self.remotes.values():
                 r.reset(now_ms, leo, is_new_leader=not was_leader, in_sync=r.broker_id in m.isr)
             self.leader_epoch = m.leader_epoch
-            self._produce_origin = (now_ms, leo)
+            if self.config.produce_rate > 0:  # idle: no tuple per partition led
+                self._produce_origin = (now_ms, leo)
         self.partition_epoch = m.partition_epoch
         self.leader = self.local_id
         self.fetch_blocked = False
@@ -374,7 +404,7 @@ class Partition:
         self.adding, self.removing = m.adding, m.removing
         self.leader_recovery_state = m.leader_recovery_state
         self.pending = None
-        self.remotes = {}
+        self.remotes = NO_REMOTES
         self.epoch_start_offset = None
 
     # -- leader: the ISR ---------------------------------------------------------------------------------------

@@ -12,12 +12,19 @@ from pykraft.replica.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     NO_SESSION,
-    CachedPartition,
     FollowerSessions,
     LeaderSession,
     LeaderSessions,
 )
-from pykraft.replica.partition import MESSAGE_BYTES, FetchAnswer, FetchItem, Partition, PartitionKey, ReplicaConfig
+from pykraft.replica.partition import (
+    MESSAGE_BYTES,
+    FetchAnswer,
+    FetchItem,
+    Partition,
+    PartitionKey,
+    ReplicaConfig,
+    ReplicaState,
+)
 from pykraft.replica.throttle import ReplicationThrottles
 from quorum.errors import Errors
 
@@ -70,85 +77,95 @@ class SessionFetching:
             if session_epoch != INITIAL_EPOCH:
                 return Errors.INVALID_FETCH_SESSION_EPOCH, NO_SESSION, []
             session = sessions.open(replica_id, now)
-            order = []
-            for topic_id, index, fetch_offset, leader_epoch, partition_max_bytes in items:
-                key = (topic_id, index)
-                session.partitions[key] = CachedPartition(fetch_offset, leader_epoch, partition_max_bytes)
-                order.append(key)
-            session.active.update(order)
-            return Errors.NONE, session.session_id, self._answer_session(session, replica_epoch, max_bytes, order, now)
-        found = sessions.find(session_id, replica_id)
-        if found is None:
-            return Errors.FETCH_SESSION_ID_NOT_FOUND, NO_SESSION, []
-        session = found
-        if session_epoch != session.epoch + 1:
-            return Errors.INVALID_FETCH_SESSION_EPOCH, NO_SESSION, []
-        session.epoch = session_epoch
-        sessions.incremental_fetches += 1
-        cached = session.partitions
-        for key in forgotten:
-            cached.pop(key, None)
-            session.active.discard(key)
-            p = self.partitions.get(key)  # type: ignore[arg-type]
-            if p is not None and p.parked and p.parked.get(replica_id) is session:
-                del p.parked[replica_id]
-        asked = []
-        for topic_id, index, fetch_offset, leader_epoch, partition_max_bytes in items:
-            key = (topic_id, index)
-            cached[key] = CachedPartition(fetch_offset, leader_epoch, partition_max_bytes)
-            asked.append(key)
-            p = self.partitions.get(key)  # type: ignore[arg-type]
-            if p is not None and p.parked and p.parked.get(replica_id) is session:
-                del p.parked[replica_id]
-        session.active.update(asked)
-        return Errors.NONE, session.session_id, self._answer_session(session, replica_epoch, max_bytes, None, now)
-
-    def _answer_session(
-        self, session: LeaderSession, replica_epoch: int, max_bytes: int, full: list | None, now: int
-    ) -> list[tuple[bytes, int, FetchAnswer]]:
-        """Answer the session's active partitions (all of ``full``'s, in order, for a full fetch; else only those
-        with news), parking those that need nothing until they change."""
-        epoch = self.broker_epoch()
+        else:
+            found = sessions.find(session_id, replica_id)
+            if found is None:
+                return Errors.FETCH_SESSION_ID_NOT_FOUND, NO_SESSION, []
+            session = found
+            if session_epoch != session.epoch + 1:
+                return Errors.INVALID_FETCH_SESSION_EPOCH, NO_SESSION, []
+            session.epoch = session_epoch
+            sessions.incremental_fetches += 1
+            for key in forgotten:
+                session.active.discard(key)  # type: ignore[arg-type]
+                r = self._remote(key, replica_id)
+                if r is not None and r.session is session:
+                    r.session = r.parked = None
+        full = session_epoch == INITIAL_EPOCH
+        out: list[tuple[bytes, int, FetchAnswer]] = []
         budget = [max(1, max_bytes // MESSAGE_BYTES)]
-        replica_id = session.replica_id
+        epoch = self.broker_epoch()
         self.counters.fetches_answered += 1
         session.last_fetch_ms = now
-        out = []
-        park = []
-        for key in full if full is not None else list(session.active):
-            c = session.partitions.get(key)
-            if c is None:
+        for topic_id, index, fetch_offset, leader_epoch, partition_max_bytes in items:
+            key = (topic_id, index)
+            r = self._remote(key, replica_id)
+            if r is None:  # not led here, or not a replica of it: answered (an error) and not kept
+                a = self._answer_one(
+                    topic_id, index, fetch_offset, leader_epoch, partition_max_bytes, replica_id, replica_epoch,
+                    budget, now, epoch,
+                )  # fmt: skip
+                out.append((topic_id, index, a))
                 session.active.discard(key)
                 continue
-            topic_id, index = key
-            a = self._answer_one(
-                topic_id,
-                index,
-                c.fetch_offset,
-                c.leader_epoch,
-                c.max_bytes,
-                replica_id,
-                replica_epoch,
-                budget,
-                now,
-                epoch,
-            )
-            if (
-                full is not None
-                or a.error != Errors.NONE
-                or a.records_end_offset > c.fetch_offset
-                or a.high_watermark != c.high_watermark
-                or a.log_end_offset != c.log_end_offset
-            ):
-                out.append((topic_id, index, a))
-                c.high_watermark, c.log_end_offset = a.high_watermark, a.log_end_offset
-            if a.error == Errors.NONE and c.fetch_offset == a.log_end_offset == a.high_watermark:
-                park.append(key)
-        for key in park:
-            p = self.partitions.get(key)
-            if p is not None and not p.growing and p.pending is None and replica_id in p.isr:
-                self.leader_sessions.park(p, key, session)
-        return out
+            r.session, r.parked = session, None
+            r.fetch_offset, r.fetch_leader_epoch, r.fetch_max_bytes = fetch_offset, leader_epoch, partition_max_bytes
+            r.told_high_watermark = r.told_log_end_offset = -1  # asked again: answer it
+            session.active.add(key)
+        for key in list(session.active):
+            answer = self._answer_in_session(session, key, replica_epoch, budget, now, epoch, full)
+            if answer is not None:
+                out.append((key[0], key[1], answer))
+        return Errors.NONE, session.session_id, out
+
+    def _remote(self, key: tuple[bytes, int], replica_id: int) -> ReplicaState | None:
+        p = self.partitions.get(key)  # type: ignore[arg-type]  # bytes hash as the Uuid does
+        return p.remotes.get(replica_id) if p is not None else None
+
+    def _answer_in_session(
+        self,
+        session: LeaderSession,
+        key: tuple[bytes, int],
+        replica_epoch: int,
+        budget: list[int],
+        now: int,
+        epoch: int,
+        full: bool,
+    ) -> FetchAnswer | None:
+        """One active partition of a session: its answer if it has news (always in a full fetch), parking it when
+        its follower needs nothing until it changes."""
+        replica_id = session.replica_id
+        p = self.partitions.get(key)  # type: ignore[arg-type]
+        r = p.remotes.get(replica_id) if p is not None else None
+        if r is None or r.session is not session:  # no longer led here (or not this follower's): say so, forget it
+            session.active.discard(key)
+            return FetchAnswer(Errors.UNKNOWN_TOPIC_OR_PARTITION if p is None else Errors.NOT_LEADER_OR_FOLLOWER)
+        fetch_offset = r.fetch_offset
+        a = self._answer_one(
+            key[0], key[1], fetch_offset, r.fetch_leader_epoch, r.fetch_max_bytes, replica_id, replica_epoch, budget,
+            now, epoch,
+        )  # fmt: skip
+        if a.error != Errors.NONE:
+            session.active.discard(key)  # the follower backs off and asks again (or forgets it)
+            r.session = None
+            return a
+        news = (
+            full
+            or a.records_end_offset > fetch_offset
+            or a.high_watermark != r.told_high_watermark
+            or a.log_end_offset != r.told_log_end_offset
+        )
+        if news:
+            r.told_high_watermark, r.told_log_end_offset = a.high_watermark, a.log_end_offset
+        if (
+            fetch_offset == a.log_end_offset == a.high_watermark
+            and not p.growing  # type: ignore[union-attr]
+            and p.pending is None  # type: ignore[union-attr]
+            and replica_id in p.isr  # type: ignore[union-attr]
+        ):
+            session.active.discard(key)
+            r.parked = session
+        return a if news else None
 
     @property
     def unbounded(self) -> bool:
@@ -168,13 +185,15 @@ class SessionFetching:
         now = self.clock()
         followed = self._by_leader.get(leader_id, {})
         max_bytes = self.config.replica_fetch_max_bytes
+        gen = s.gen
         if s.session_id == NO_SESSION:
             s.reset()
+            gen = s.gen
             items = []
             for key, p in followed.items():
                 if p.fetchable(now):
                     items.append(FetchItem(p, p.log_end_offset, p.leader_epoch, max_bytes))
-                    s.sent[key] = (p.log_end_offset, p.leader_epoch, max_bytes)
+                    p.sent_gen, p.sent_offset, p.sent_epoch = gen, p.log_end_offset, p.leader_epoch
                 else:
                     s.waiting.add(key)
             if not items:
@@ -187,20 +206,24 @@ class SessionFetching:
             look |= s.waiting
         items, forgotten = [], []
         for key in look:
-            p = followed.get(key)
-            if p is None or not p.fetchable(now):
-                if s.sent.pop(key, None) is not None:
+            p = self.partitions.get(key)
+            if p is None:  # dropped here: the leader may hold it
+                forgotten.append(key)
+                s.waiting.discard(key)
+                continue
+            if p.followed_from != leader_id or not p.fetchable(now):
+                if p.sent_gen == gen:
+                    p.sent_gen = 0
                     forgotten.append(key)
-                if p is not None:
+                if p.followed_from == leader_id:
                     s.waiting.add(key)
                 else:
                     s.waiting.discard(key)
                 continue
             s.waiting.discard(key)
-            state = (p.log_end_offset, p.leader_epoch, max_bytes)
-            if s.sent.get(key) != state:
-                s.sent[key] = state
-                items.append(FetchItem(p, *state))
+            if p.sent_gen != gen or p.sent_offset != p.log_end_offset or p.sent_epoch != p.leader_epoch:
+                p.sent_gen, p.sent_offset, p.sent_epoch = gen, p.log_end_offset, p.leader_epoch
+                items.append(FetchItem(p, p.log_end_offset, p.leader_epoch, max_bytes))
         return SessionFetch(s.session_id, s.epoch, items, forgotten)
 
     def on_session_response(
@@ -225,14 +248,13 @@ class SessionFetching:
         if session_id == NO_SESSION:
             s.reset()
         s.epoch = fetch.session_epoch + 1
-        followed = self._by_leader.get(leader_id, {})
+        max_bytes = self.config.replica_fetch_max_bytes
         sent = []
         for key in answers:
-            p = followed.get(key)  # type: ignore[call-overload]  # bytes hash as the Uuid does
-            state = s.sent.get(key)  # type: ignore[call-overload]
+            p = self.partitions.get(key)  # type: ignore[call-overload]  # bytes hash as the Uuid does
             s.dirty.add(key)  # type: ignore[arg-type]
-            if p is not None and state is not None:
-                sent.append(FetchItem(p, state[0], state[1], state[2]))
+            if p is not None and p.followed_from == leader_id and p.sent_gen == s.gen:
+                sent.append(FetchItem(p, p.sent_offset, p.sent_epoch, max_bytes))
         return self.on_fetch_answers(sent, answers)
 
     def session_failed(self, leader_id: int, fetch: SessionFetch) -> None:

@@ -19,7 +19,14 @@ IDLE = ReplicaConfig(produce_rate=0.0, replica_lag_time_max_ms=LAG_MS, initial_p
 
 def parked(sim: Sim) -> int:
     """Follower replicas parked in a leader's session, over all leaders."""
-    return sum(len(p.parked or {}) for m in sim.managers.values() for p in m.partitions.values() if p.is_leader)
+    return sum(
+        1
+        for m in sim.managers.values()
+        for p in m.partitions.values()
+        if p.is_leader
+        for r in p.remotes.values()
+        if r.parked is not None
+    )
 
 
 def test_idle_partitions_cost_nothing_per_fetch_once_parked() -> None:
@@ -48,7 +55,8 @@ def test_a_leader_change_wakes_parked_partitions_and_the_followers_move_on() -> 
     for i in moved:  # the new leaders' followers fetch from them, in sessions, and are parked there again
         s = sim.ctrl.partitions[i]
         leader = sim.managers[s["leader"]].partitions[(TOPIC, i)]
-        assert leader.is_leader and set(leader.parked or {}) == set(s["isr"]) - {s["leader"]}
+        assert leader.is_leader
+        assert {b for b, r in leader.remotes.items() if r.parked} == set(s["isr"]) - {s["leader"]}
         for b in s["isr"]:
             assert sim.managers[b].partitions[(TOPIC, i)].high_watermark == 10
     assert all(3 not in isr for isr in sim.isrs().values())
@@ -113,6 +121,7 @@ def test_session_errors_start_the_session_over() -> None:
     full = follower.session_fetch(1)
     assert full is not None and (full.session_id, full.session_epoch) == (NO_SESSION, INITIAL_EPOCH)
     assert len(full.items) == len(follower._by_leader[1])
+    assert sim.managers[1].leader_sessions.by_replica == {}  # not opened yet: the full fetch was not sent
     sim.run_until(lambda: sim.now >= 8000, 10_000)
     assert all(len(isr) == 3 for isr in sim.isrs().values())
     assert sim.managers[1].leader_sessions.by_replica[2].session_id == follower.sessions.get(1).session_id
