@@ -80,7 +80,7 @@ class FollowerSessions:
     def changed(self, leader_id: int, key: Key) -> None:
         """A partition followed from ``leader_id`` changed (came, went, or its metadata moved)."""
         s = self.by_leader.get(leader_id)
-        if s is not None and s.session_id != NO_SESSION:
+        if s is not None:  # also while a full fetch is in flight: it was built without this change
             s.dirty.add(key)
 
     def reset(self, leader_id: int) -> None:

@@ -150,3 +150,27 @@ def test_a_follower_fenced_while_parked_rejoins_the_isr_when_unfenced() -> None:
     sim.poll()
     took = sim.run_until(lambda: all(3 in isr for isr in sim.isrs().values()), 4 * LAG_MS)
     assert took <= sim.config.replica_fetch_wait_max_ms + 2 * Sim.STEP
+
+
+def test_a_partition_that_comes_while_the_full_fetch_is_in_flight_is_fetched_next() -> None:
+    """The full fetch that opens a session was built before the partition came: the next fetch must carry it (a
+    follower that left it out was shrunk from its ISR after replica.lag.time.max.ms, seen in the scale run)."""
+    sim = Sim(partitions=3, config=IDLE, sessions=True)
+    follower = sim.managers[2]
+    leader = next(iter(follower.followed_leaders()))
+    full = follower.session_fetch(leader)
+    assert full is not None and full.session_id == NO_SESSION
+    new = max(sim.ctrl.partitions) + 1
+    sim.ctrl.partitions[new] = {"leader": leader, "le": 0, "pe": 0, "replicas": (leader, 2), "isr": (leader, 2)}
+    sim.poll()  # metadata applied while the full fetch is in flight
+    items = [
+        (bytes(i.partition.topic_id), i.partition.index, i.fetch_offset, i.leader_epoch, i.max_bytes)
+        for i in full.items
+    ]
+    error, session_id, answers = sim.managers[leader].answer_session_fetch(
+        2, sim.ctrl.brokers[2].epoch, 10 << 20, full.session_id, full.session_epoch, items
+    )
+    follower.on_session_response(leader, full, error, session_id, {(t, i): a for t, i, a in answers})
+    fetch = follower.session_fetch(leader)
+    assert fetch is not None and fetch.session_id == session_id
+    assert [(i.partition.index) for i in fetch.items] == [new]
