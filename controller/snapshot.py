@@ -10,7 +10,8 @@ SnapshotGenerator's policy) and loading them back.
 - :class:`Snapshotter` is the policy (Kafka's SnapshotGenerator), on the active controller and on standbys alike:
   after ``metadata.log.max.record.bytes.between.snapshots`` of committed batches, or
   ``metadata.log.max.snapshot.interval.ms`` after the last snapshot, it captures the image and writes it in
-  chunks from a task, so commits keep flowing. One at a time; a failure is logged and retried after a backoff.
+  a forked child process when the writer can (the runtime's: ``quorum/log/snapshot_fork.py``), else in chunks
+  from a task, so commits keep flowing. One at a time; a failure is logged and retried after a backoff.
 - :func:`load_records` replays a snapshot into fresh state, PartitionRecords (nearly all of a large snapshot)
   through the fast path a standby's commits take too (``controller/partition_replay.py``).
 
@@ -47,6 +48,7 @@ from controller.records import (
     serialize,
 )
 from quorum.fault import spawn
+from quorum.log import snapshot_fork
 from quorum.log.message import ApiMessage, Uuid
 from quorum.log.snapshots import SnapshotId
 from quorum.raft.client import CommittedBatch, SnapshotWriter
@@ -257,6 +259,8 @@ class Snapshotter:
         self.controller = controller
         self.clock = clock  # the policy's time (tests replace it)
         self.chunk_records = CHUNK_RECORDS
+        # A writer that can (the runtime's) writes in a forked child: see quorum/log/snapshot_fork.py.
+        self.in_child = True
         self.bytes_since = 0  # bytes of committed batches not in a snapshot taken (or being written)
         self.last_snapshot_at = clock()  # Kafka's: the interval first runs from the start
         self._last: tuple[int, int, int] | None = None  # the last committed batch: (last offset, epoch, timestamp)
@@ -367,12 +371,17 @@ class Snapshotter:
         count = 0
         freezing = False
         try:
-            while chunk := list(islice(records, self.chunk_records)):
-                writer.append(chunk)
-                count += len(chunk)
-                await asyncio.sleep(0)  # commits and requests run between chunks
-            freezing = True
-            size = await writer.freeze()
+            write_all = getattr(writer, "write_all", None) if self.in_child and snapshot_fork.supported() else None
+            if write_all is not None:
+                freezing = True  # the writer removes its file itself if this fails
+                size, count = await write_all(records)
+            else:
+                while chunk := list(islice(records, self.chunk_records)):
+                    writer.append(chunk)
+                    count += len(chunk)
+                    await asyncio.sleep(0)  # commits and requests run between chunks
+                freezing = True
+                size = await writer.freeze()
         except BaseException as e:
             self._task = None
             if not freezing:  # once freezing, the writer completes or removes its file itself

@@ -111,6 +111,11 @@ class _PartFile:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self._state = "open"
 
+    @property
+    def fd(self) -> int:
+        """The open ``.part`` file's descriptor (-1 once closed)."""
+        return self._fd
+
     def _check_open(self) -> None:
         if self._state != "open":
             raise RuntimeError(f"snapshot {self.snapshot_id} is {self._state}")
@@ -263,13 +268,33 @@ class SnapshotFileWriter(_PartFile):
     def freeze(self) -> int:
         """Close the open batch, add the footer batch, fsync, rename to ``.checkpoint``, fsync the directory;
         returns the file's size."""
+        self.finish()
+        with self._aborting():
+            self._commit()
+        return self._written
+
+    def finish(self) -> int:
+        """Everything :meth:`freeze` does before the rename: the footer, the last writes, the fsync. Returns the
+        file's size. (A forked child writing the snapshot ends here; its parent then calls :meth:`publish`.)"""
         self._check_open()
         with self._aborting():
             self._close_batch()
             self._control(SnapshotFooterRecord(version=0))
             self._flush()
-            self._commit()
+            with naming("fsync", self.path):
+                os.fsync(self._fd)
         return self._written
+
+    def publish(self, size: int) -> None:
+        """The file was written and made durable through this writer's descriptor by another process (a forked
+        child, see :meth:`finish`), ``size`` bytes of it: drop what this copy of the writer buffered, rename the
+        file to its ``.checkpoint`` name and fsync the directory."""
+        self._check_open()
+        with self._aborting():
+            self._buffer.clear()
+            self._parts.clear()
+            self._written = size
+            self._commit()
 
 
 class SnapshotFileInstaller(_PartFile):

@@ -23,7 +23,7 @@ import contextlib
 import random
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -31,6 +31,7 @@ import structlog
 
 from quorum.errors import KafkaError, NotLeaderError
 from quorum.fault import FaultHandler, LoggingFaultHandler, fault_message, spawn
+from quorum.log import snapshot_fork
 from quorum.log.batch import iter_batches
 from quorum.log.log import MetadataLog
 from quorum.log.quorum_state import QuorumStateStore
@@ -83,14 +84,33 @@ class RaftSnapshotWriter:
         self._file.append(records)
 
     async def freeze(self) -> int:
-        node = self._node
         started = time.monotonic()
-        size = await asyncio.get_running_loop().run_in_executor(node._snapshotter, self._file.freeze)
+        size = await asyncio.get_running_loop().run_in_executor(self._node._snapshotter, self._file.freeze)
+        self._frozen(size, started)
+        return size
+
+    async def write_all(self, records: Iterable[bytes]) -> tuple[int, int]:
+        """Append ``records`` and freeze, in a forked child process (:mod:`quorum.log.snapshot_fork`): the
+        encoding and the writes take nothing from this process's event loop. Returns the snapshot's size and
+        records. Raises as :meth:`freeze` (the ``.part`` removed), or
+        :class:`~quorum.log.snapshot_fork.SnapshotChildError`."""
+        node, file = self._node, self._file
+        started = time.monotonic()
+        try:
+            size, count = await snapshot_fork.write_in_child(file, records, node._snapshotter)
+            await asyncio.get_running_loop().run_in_executor(node._snapshotter, file.publish, size)
+        except BaseException:
+            file.abort()
+            raise
+        self._frozen(size, started)
+        return size, count
+
+    def _frozen(self, size: int, started: float) -> None:
+        node = self._node
         node.log.snapshot_frozen(self.snapshot_id)
         node.snapshot_stats.note_frozen(self.snapshot_id, size, time.monotonic() - started)
         log.info("snapshot_frozen", node_id=node.node_id, snapshot=str(self.snapshot_id), bytes=size)
         node.clean_log()
-        return size
 
     def abort(self) -> None:
         self._file.abort()

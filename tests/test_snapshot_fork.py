@@ -1,0 +1,84 @@
+"""Writing a snapshot in a forked child (quorum.log.snapshot_fork): the same bytes as writing it in process, a
+failure in the child reported with its message and no file left, a cancelled write kills the child."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from quorum.log.snapshot_fork import SnapshotChildError, supported, write_in_child
+from quorum.log.snapshots import SnapshotFile, SnapshotFileWriter, SnapshotId
+
+SNAPSHOT = SnapshotId(5000, 3)
+RECORDS = [bytes([0, 3, 1]) + i.to_bytes(4, "big") * 8 for i in range(25_000)]  # framed-looking, distinct
+
+
+@pytest.fixture
+def executor():
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        yield pool
+
+
+def writer(directory: Path) -> SnapshotFileWriter:
+    return SnapshotFileWriter(directory, SNAPSHOT, 1234, max_batch_bytes=64 * 1024, timestamp_ms=99)
+
+
+async def test_the_child_writes_what_the_process_would(tmp_path: Path, executor: ThreadPoolExecutor) -> None:
+    assert supported()  # tests/conftest.py turned gRPC's fork support off, as pykraft does in a node
+    (tmp_path / "here").mkdir()
+    (tmp_path / "child").mkdir()
+    here = writer(tmp_path / "here")
+    here.append(RECORDS)
+    expected_size = here.freeze()
+    file = writer(tmp_path / "child")
+    size, count = await write_in_child(file, iter(RECORDS), executor)
+    assert (size, count) == (expected_size, len(RECORDS))
+    assert file.path.exists() and not file.final_path.exists()  # the parent publishes
+    file.publish(size)
+    got = (tmp_path / "child" / SNAPSHOT.file_name).read_bytes()
+    assert got == (tmp_path / "here" / SNAPSHOT.file_name).read_bytes()
+    assert not list((tmp_path / "child").glob("*.part"))
+    with SnapshotFile.open(file.final_path) as f:
+        assert f.validate().data_records == len(RECORDS)
+
+
+async def test_a_failure_in_the_child_is_reported_and_leaves_no_file(tmp_path: Path, executor: ThreadPoolExecutor):
+    def records():
+        yield from RECORDS[:100]
+        raise OSError(28, "No space left on device")
+
+    file = writer(tmp_path)
+    with pytest.raises(SnapshotChildError, match="No space left on device"):
+        await write_in_child(file, records(), executor)
+    file.abort()
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_a_cancelled_write_kills_the_child(tmp_path: Path, executor: ThreadPoolExecutor) -> None:
+    marker = tmp_path / "child-started"
+
+    def records():
+        marker.write_text(str(os.getpid()))
+        while True:
+            time.sleep(0.01)
+            yield RECORDS[0]
+
+    file = writer(tmp_path)
+    task = asyncio.ensure_future(write_in_child(file, records(), executor))
+    for _ in range(500):
+        if marker.exists():
+            break
+        await asyncio.sleep(0.01)
+    pid = int(marker.read_text())
+    assert pid != os.getpid()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # gone, and reaped
+    file.abort()
