@@ -119,6 +119,11 @@ class ControllerSettings:
     static_broker_configs: dict[str, str] = field(default_factory=dict)  # this node's broker configs (properties)
     snapshot_max_new_record_bytes: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
     snapshot_max_interval_ms: int = 3_600_000  # metadata.log.max.snapshot.interval.ms; 0: no time trigger
+    # pykraft.snapshot.growth.ratio (ours): a size-triggered snapshot also waits for this share of the latest
+    # snapshot's size to be committed since. Each snapshot costs the whole image, so with Kafka's fixed 20 MiB a
+    # growing image costs quadratic work (measured: 12 snapshots, 12M records written by each of 9 processes while
+    # 2M partitions were created); in proportion to the image it is linear. 0: Kafka's rule exactly.
+    snapshot_growth_ratio: float = 1.0
     # A broker's image: never a voter, so never active; it answers reads from its committed state (as a Kafka
     # broker answers Metadata from its MetadataImage) instead of refusing them with NOT_CONTROLLER.
     serve_local_reads: bool = False
@@ -272,7 +277,7 @@ class QuorumController:
             self.failed = True  # half loaded: nothing this controller holds can be trusted
             raise ReplayError(f"cannot load snapshot {snapshot_id}: {e}") from e
         self.committed_offset = snapshot_id.end_offset - 1
-        self.snapshots.loaded(snapshot_id, reader.last_contained_log_timestamp)
+        self.snapshots.loaded(snapshot_id, reader.last_contained_log_timestamp, getattr(reader, "size_bytes", 0))
         seconds = time.monotonic() - started
         self.metrics.snapshot_load_seconds = seconds
         log.info(

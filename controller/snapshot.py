@@ -263,6 +263,7 @@ class Snapshotter:
         self.in_child = True
         self.bytes_since = 0  # bytes of committed batches not in a snapshot taken (or being written)
         self.last_snapshot_at = clock()  # Kafka's: the interval first runs from the start
+        self.last_snapshot_bytes = 0  # the latest snapshot's size (written or loaded here; 0: unknown)
         self._last: tuple[int, int, int] | None = None  # the last committed batch: (last offset, epoch, timestamp)
         self._task: asyncio.Task[SnapshotId] | None = None
         self._writer: SnapshotWriter | None = None  # the task's
@@ -285,8 +286,11 @@ class Snapshotter:
         now = self.clock()
         if now < self._retry_at:
             return
-        if self.bytes_since >= settings.snapshot_max_new_record_bytes:
-            reason = f"at least {settings.snapshot_max_new_record_bytes} bytes were committed"
+        threshold = max(
+            settings.snapshot_max_new_record_bytes, int(settings.snapshot_growth_ratio * self.last_snapshot_bytes)
+        )
+        if self.bytes_since >= threshold:
+            reason = f"at least {threshold} bytes were committed"
         elif (
             settings.snapshot_max_interval_ms > 0
             and now - self.last_snapshot_at >= settings.snapshot_max_interval_ms / 1000
@@ -299,9 +303,10 @@ class Snapshotter:
         except Exception:
             pass  # logged and backed off by _begin
 
-    def loaded(self, snapshot_id: SnapshotId, timestamp: int) -> None:
+    def loaded(self, snapshot_id: SnapshotId, timestamp: int, size_bytes: int = 0) -> None:
         """The state was replaced by a snapshot's: count from there (Kafka resets its counters too)."""
         self._last = (snapshot_id.end_offset - 1, snapshot_id.epoch, timestamp)
+        self.last_snapshot_bytes = size_bytes
         self.bytes_since = 0
         self.controller.metrics.bytes_since_snapshot = 0
         self.last_snapshot_at = self.clock()
@@ -394,6 +399,7 @@ class Snapshotter:
             raise
         self._task = None
         self._taken(at)
+        self.last_snapshot_bytes = size
         seconds = time.monotonic() - started
         m = self.controller.metrics
         m.snapshots_generated += 1

@@ -81,6 +81,7 @@ CONTROLLER_CONFIGS = {  # Kafka config name -> (ControllerSettings field, type)
     "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_s", int),
     "metadata.log.max.record.bytes.between.snapshots": ("snapshot_max_new_record_bytes", int),
     "metadata.log.max.snapshot.interval.ms": ("snapshot_max_interval_ms", int),
+    "pykraft.snapshot.growth.ratio": ("snapshot_growth_ratio", float),  # pykraft's (see ControllerSettings)
 }
 
 
@@ -107,6 +108,11 @@ def controller_settings(props: dict[str, str]) -> ControllerSettings:
             kwargs[attr] = bool_property(props, name, True)
         elif kind is int:
             kwargs[attr] = int_property(props, name, 0)
+        elif kind is float:
+            try:
+                kwargs[attr] = float(props[name])
+            except ValueError:
+                raise ValueError(f"{name} must be a number, got {props[name]!r}") from None
         else:
             kwargs[attr] = props[name]
     settings = ControllerSettings(**kwargs)  # type: ignore[arg-type]
@@ -116,6 +122,8 @@ def controller_settings(props: dict[str, str]) -> ControllerSettings:
         )
     if settings.num_partitions < 1 or settings.default_replication_factor < 1:
         raise ValueError("num.partitions and default.replication.factor must be at least 1")
+    if settings.snapshot_growth_ratio < 0:
+        raise ValueError(f"pykraft.snapshot.growth.ratio must not be negative, got {settings.snapshot_growth_ratio}")
     if settings.snapshot_max_new_record_bytes < 1 or settings.snapshot_max_interval_ms < 0:
         raise ValueError(
             "metadata.log.max.record.bytes.between.snapshots must be at least 1 and "

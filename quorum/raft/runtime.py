@@ -63,6 +63,10 @@ class FileSnapshotReader:
     def last_contained_log_timestamp(self) -> int:
         return self._file.last_contained_log_timestamp
 
+    @property
+    def size_bytes(self) -> int:
+        return self._file.size
+
     def batches(self) -> Iterator[CommittedBatch]:
         for batch in self._file.data_batches():
             yield CommittedBatch(batch)

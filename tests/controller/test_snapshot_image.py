@@ -559,6 +559,32 @@ async def test_byte_trigger(log: SharedLog) -> None:
     assert len(raft.writers) == 2
 
 
+async def test_the_byte_trigger_grows_with_the_latest_snapshot(log: SharedLog) -> None:
+    """pykraft.snapshot.growth.ratio: after a snapshot of S bytes the next waits for ratio x S committed bytes
+    (the cost of a snapshot is the whole image); 0 is Kafka's fixed threshold."""
+    noop = CommittedBatch.of([serialize(NoOpRecord())]).size_bytes
+    for ratio, expected in ((1.0, 1), (0.0, 11)):
+        shared = SharedLog()
+        ctl, raft, _ = await standby_with(shared, snapshot_max_new_record_bytes=1, snapshot_growth_ratio=ratio)
+        topic = Uuid.random()
+        partitions = [
+            PartitionRecord(partition_id=i, topic_id=topic, replicas=[1], isr=[1], leader=1) for i in range(50)
+        ]
+        shared.foreign([TopicRecord(name="t", topic_id=topic), *partitions])  # one batch: the first snapshot holds it
+        shared.commit_all()
+        [first] = raft.writers
+        await settle()
+        assert first.frozen and ctl.snapshots.last_snapshot_bytes > 10 * noop
+        for _ in range(10):
+            noop_batch(shared)
+            await settle()
+        assert len(raft.writers) == expected, ratio
+        if ratio:
+            while len(raft.writers) == 1:  # the next comes once as many bytes as the snapshot held are committed
+                noop_batch(shared)
+            assert ctl.snapshots.last_snapshot_bytes <= sum(b.size_bytes for b in shared.batches[1:])
+
+
 async def test_time_trigger_and_zero_disables_it(log: SharedLog) -> None:
     _, raft, clock = await standby_with(log, snapshot_max_interval_ms=60_000)
     noop_batch(log)
