@@ -63,12 +63,13 @@ def failed_codes(resp: pb.CreateTopicsResponse, topics: int) -> list[str]:
 
 
 def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of a process so far (Linux /proc), or None where there is no /proc."""
+    """User + system CPU time of a process so far, its children's that ended included (a node's snapshots are
+    written by forked children) (Linux /proc), or None where there is no /proc."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 class CpuMeter:
