@@ -52,6 +52,11 @@ async def write_in_child(file: SnapshotFileWriter, records: Iterable[bytes], exe
     caller then publishes the file, or aborts it if this raises. Cancelled: the child is killed."""
     loop = asyncio.get_running_loop()
     read_end, write_end = os.pipe()
+    # The parent's collections after the fork would write to every object they scan, copying their pages while the
+    # child lives (measured: a 590 ms full collection, and young ones of 140 ms, in a node writing its snapshot):
+    # freeze them first, as CPython's documentation advises before a fork. (A cycle among them that becomes garbage
+    # later is never collected: rare, and small.)
+    gc.freeze()
     pid = os.fork()
     if pid == 0:
         _child(file, records, write_end)
