@@ -10,10 +10,11 @@ its own, on another core; the parent only waits for its answer and then renames 
 The child runs nothing but the encoding and the file writes. Right after the fork it drops every inherited file
 descriptor but the snapshot file's and its answer pipe (a listening socket or the data directory's lock held by
 a child outliving its parent would keep a restarted node from binding or starting), resets the signal handlers,
-asks the kernel to kill it if the parent dies (``PR_SET_PDEATHSIG``: a parent killed -9 leaves a ``.part`` that
-the next start removes, not a writer), and ends with ``os._exit`` (no cleanup of the parent's objects, no
-flushing of its buffers). Its memory: the pages it touches (reference counts of the objects it reads) are copied,
-up to the size of the state it encodes, for the seconds it runs.
+lowers its priority (nice 10: the node's own loop comes first when cores are short), asks the kernel to kill it
+if the parent dies (``PR_SET_PDEATHSIG``: a parent killed -9 leaves a ``.part`` that the next start removes, not
+a writer), and ends with ``os._exit`` (no cleanup of the parent's objects, no flushing of its buffers). Its
+memory: the pages it touches (reference counts of the objects it reads) are copied, up to the size of the state
+it encodes, for the seconds it runs.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import NoReturn
 from quorum.log.snapshots import SnapshotFileWriter
 
 CHUNK_RECORDS = 10_000
+CHILD_NICE = 10  # background work: the node's own loop (Raft, requests) comes first when cores are short
 PR_SET_PDEATHSIG = 1
 _ANSWER_LIMIT = 4096
 
@@ -92,6 +94,7 @@ def _child(file: SnapshotFileWriter, records: Iterable[bytes], answer: int) -> N
         try:
             _isolate(keep={file.fd, answer})
             gc.disable()  # nothing here lives past the exit; a collection would only copy pages
+            os.nice(CHILD_NICE)
             it = iter(records)
             count = 0
             while chunk := list(islice(it, CHUNK_RECORDS)):
