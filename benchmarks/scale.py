@@ -32,14 +32,14 @@ Prints, measured in one run, each figure beside its target (PASS/FAIL):
   other work shows there), so a CPU wall shows as one.
 
 The brokers run at nice 10 (see ``BROKER_NICE``). Only successful requests count in a latency or a rate; failures
-are counted by code beside the figures and fail the target measured over them (see ``_stats.py``). A client's
-retry after NOT_CONTROLLER (a leader change) is counted as a failed attempt. The main cluster uses Kafka's defaults except segments of 8 MiB and
-metadata.max.retention.bytes of 100 MiB at 2M partitions, both scaled with the partition count so that a small run
-also rolls segments, deletes them and sends snapshots. The run stops (saying where and why, with what it measured)
-if the machine's available memory falls under 3 GiB. Without a ``pykraft broker`` that is a Raft observer
-(``--metadata-dir``), stub brokers (registration and heartbeats, one process) stand in and the broker figures are
-reported as not measured. Brokers are killed (-9) at the end: a controlled shutdown of millions of leaderships
-measures nothing here and takes minutes.
+are counted by code beside the figures and fail the target measured over them (see ``_stats.py``). A client's retry
+after NOT_CONTROLLER (a leader change) is counted as a failed attempt. The main cluster uses Kafka's defaults except
+segments of 8 MiB and metadata.max.retention.bytes of 100 MiB at 2M partitions, both scaled with the partition count
+so that a small run also rolls segments, deletes them and sends snapshots. The run stops (saying where and why, with
+what it measured) if the machine's available memory falls under 3 GiB. Without a ``pykraft broker`` that is a Raft
+observer (``--metadata-dir``), stub brokers (registration and heartbeats, one process) stand in and the broker
+figures are reported as not measured. Brokers are killed (-9) at the end: a controlled shutdown of millions of
+leaderships measures nothing here and takes minutes.
 """
 
 from __future__ import annotations
