@@ -41,6 +41,10 @@ class Timeline:
             change_offset, m, key = changes.popleft()
             m._commit(key, change_offset)
 
+    def forget(self) -> None:
+        """Drop the record of pending changes without touching the maps (they are being thrown away)."""
+        self._changes.clear()
+
     def revert(self, from_offset: int = -1) -> None:
         """Forget every uncommitted change stamped ``from_offset`` or later (by default all of them): the maps
         show the state as it was before."""
@@ -173,6 +177,14 @@ class TimelineDict(MutableMapping[K, V], Generic[K, V]):
         self.version += 1  # readers' caches of what they derived are stale
         self.loads += 1
         return self._committed
+
+    def release(self) -> None:
+        """Drop every value (committed and pending) without noting changes: the map is being thrown away."""
+        self._committed = {}
+        self._pending = {}
+        self._watched = None
+        self.version += 1
+        self.loads += 1
 
     # -- committed changes, for a reader that applies them as deltas -----------------------------------------
 
