@@ -27,6 +27,7 @@ LOG_SETTINGS = [
     "metadata.max.retention.bytes=0",
     "metadata.log.segment.bytes=65536",
     f"metadata.log.max.record.bytes.between.snapshots={SNAPSHOT_BYTES}",
+    "pykraft.snapshot.growth.ratio=0",  # Kafka's byte trigger alone: a broker snapshots after its install
 ]
 NODE_ARGS = [a for s in [*LOG_SETTINGS, "broker.session.timeout.ms=6000"] for a in ("--override", s)]
 LATE_TOPICS, LATE_PARTITIONS = 4, 5000  # 20,000 partitions before the late broker starts
