@@ -93,6 +93,19 @@ def test_lifecycle_settings_take_kafkas_names_and_refuse_bad_values() -> None:
             raise AssertionError(f"{name}={value} was accepted")
 
 
+def test_the_snapshot_growth_ratio_is_a_non_negative_number() -> None:
+    from pykraft.node import controller_settings
+
+    assert controller_settings({}).snapshot_growth_ratio == 1.0
+    assert controller_settings({"pykraft.snapshot.growth.ratio": "0.5"}).snapshot_growth_ratio == 0.5
+    for value, words in (
+        ("lots", "pykraft.snapshot.growth.ratio must be a number, got 'lots'"),
+        ("-1", "must not be negative"),
+    ):
+        with pytest.raises(ValueError, match=words):
+            controller_settings({"pykraft.snapshot.growth.ratio": value})
+
+
 def test_broker_configs_in_the_properties_are_the_static_level() -> None:
     from pykraft.node import controller_settings
 
