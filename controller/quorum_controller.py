@@ -210,7 +210,8 @@ class QuorumController:
         replaced image of millions of partitions stayed in memory for good, one more at each snapshot loaded
         (a follower reloading during a run of elections grew past 4 GB)."""
         self.timeline.forget()  # its pending changes name the old maps
-        for owner in (self, self.cluster, self.configs, self.replication, self.replication.reassignments):
+        r = self.replication
+        for owner in (self, self.cluster, self.configs, r, r.reassignments, r.elections):  # the owners of state maps
             for value in vars(owner).values():
                 if isinstance(value, TimelineDict):
                     value.release()

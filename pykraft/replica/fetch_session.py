@@ -109,8 +109,6 @@ class LeaderSessions:
         self.by_id: dict[int, LeaderSession] = {}
         self.by_replica: dict[int, LeaderSession] = {}
         self._rng = rng or random.Random()
-        self.opened = 0
-        self.incremental_fetches = 0
 
     def open(self, replica_id: int, now_ms: int) -> LeaderSession:
         self.close(replica_id)
@@ -119,7 +117,6 @@ class LeaderSessions:
             session_id = self._rng.randrange(1, 2**31)
         s = LeaderSession(session_id, replica_id, last_fetch_ms=now_ms)
         self.by_id[session_id] = self.by_replica[replica_id] = s
-        self.opened += 1
         return s
 
     def close(self, replica_id: int) -> None:

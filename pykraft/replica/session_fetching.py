@@ -85,7 +85,6 @@ class SessionFetching:
             if session_epoch != session.epoch + 1:
                 return Errors.INVALID_FETCH_SESSION_EPOCH, NO_SESSION, []
             session.epoch = session_epoch
-            sessions.incremental_fetches += 1
             for key in forgotten:
                 session.active.discard(key)  # type: ignore[arg-type]
                 r = self._remote(key, replica_id)
