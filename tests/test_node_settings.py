@@ -50,11 +50,19 @@ def test_config_file_then_override_wins(tmp_path: Path) -> None:
         ("metadata.log.segment.bytes=10", "metadata.log.segment.bytes"),
         ("controller.quorum.election.timeout.ms=-5", "controller.quorum.election.timeout.ms"),
         ("replica.placement.strategy=nope", "replica.placement.strategy"),
+        ("pykraft.quorum.fetch.silence.ms=500", "fetch.silence.ms must be 0 \\(off\\) or above the fetch max wait"),
+        ("pykraft.quorum.fetch.silence.ms=soon", "pykraft.quorum.fetch.silence.ms must be an integer"),
     ],
 )
 def test_bad_values_are_config_errors_naming_the_property(tmp_path: Path, override: str, named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         settings(tmp_path, "--override", override)
+
+
+def test_the_silence_rule_is_on_by_default_and_can_be_turned_off(tmp_path: Path) -> None:
+    assert settings(tmp_path).raft.fetch_silence_ms == 900
+    assert settings(tmp_path, "--override", "pykraft.quorum.fetch.silence.ms=0").raft.fetch_silence_ms == 0
+    assert settings(tmp_path, "--override", "pykraft.quorum.fetch.silence.ms=1200").raft.fetch_silence_ms == 1200
 
 
 def test_missing_config_file_is_named(tmp_path: Path) -> None:

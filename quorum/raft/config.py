@@ -47,10 +47,18 @@ class RaftConfig:
     fetch_max_bytes: int = 8 * 1024 * 1024  # KafkaRaftClient.MAX_FETCH_SIZE_BYTES
     max_batch_bytes: int = 8 * 1024 * 1024  # KafkaRaftClient.MAX_BATCH_SIZE_BYTES
     max_pending_bytes: int = 5 * 8 * 1024 * 1024  # the accumulator's memory pool: 5 x 8 MiB
-    # A follower that loses its connection to the leader (the socket is reset: the process died) starts a
-    # pre-vote after a random delay below this, instead of waiting out the fetch timeout. Pre-vote makes this
-    # safe against disruption: voters that still hear from a live leader refuse.
-    unreachable_leader_backoff_ms: int = 100
+    # pykraft.quorum.fetch.silence.ms — how a follower notices a *silent* leader (a paused process, a cut link: no
+    # connection reset) before the fetch timeout. The leader answers every fetch within fetch_max_wait_ms, with
+    # nothing new if need be, so a fetch unanswered past that wait is suspect. Half-way through the grace left
+    # (silence - max wait) the follower probes with a fetch the leader must answer at once; with the probe
+    # unanswered too, at the silence mark, it starts a pre-vote, which voters still hearing the leader refuse.
+    # So a healthy leader is never deposed while messages take under a quarter of the grace each way and no
+    # fetch loses both its answer and its probe's. 0 turns it off (Kafka: the fetch timeout alone).
+    fetch_silence_ms: int = 900
+    # A voter that granted a pre-vote does not stand for election itself for this long: the one it granted is
+    # about to ask for real votes, and two candidates would split them. Winning its own pre-vote meanwhile, it
+    # asks again once the time is up.
+    pre_vote_yield_ms: int = 100
 
     KAFKA_NAMES: ClassVar[dict[str, str]] = {
         "controller.quorum.election.timeout.ms": "election_timeout_ms",
@@ -59,6 +67,7 @@ class RaftConfig:
         "controller.quorum.append.linger.ms": "append_linger_ms",
         "controller.quorum.request.timeout.ms": "request_timeout_ms",
         "controller.quorum.retry.backoff.ms": "retry_backoff_ms",
+        "pykraft.quorum.fetch.silence.ms": "fetch_silence_ms",  # ours: Kafka has no such setting
     }
 
     def __post_init__(self) -> None:
@@ -68,6 +77,11 @@ class RaftConfig:
                 raise ValueError(f"{self.kafka_name(f.name)} must not be negative, got {value}")
         if self.election_timeout_ms <= 0 or self.fetch_timeout_ms <= 0 or self.request_timeout_ms <= 0:
             raise ValueError("election, fetch and request timeouts must be positive")
+        if 0 < self.fetch_silence_ms <= self.fetch_max_wait_ms:
+            raise ValueError(
+                f"pykraft.quorum.fetch.silence.ms must be 0 (off) or above the fetch max wait "
+                f"({self.fetch_max_wait_ms} ms), got {self.fetch_silence_ms}"
+            )
 
     @classmethod
     def kafka_name(cls, attr: str) -> str:

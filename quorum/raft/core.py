@@ -59,6 +59,7 @@ from quorum.raft.storage import ElectionStore, RaftLog
 log = structlog.get_logger("quorum.raft")
 
 OBSERVER_SESSION_TIMEOUT_MS = 300_000  # the leader forgets an observer it has not heard from for this long
+LATE_TICK_SLACK_MS = 50  # a timer this late means the node itself was stalled (see _on_fetch_overdue)
 
 # Test-only rule breakers: the simulation must catch each of them (proof that its invariants can fail).
 BUG_HW_BEFORE_FSYNC = "count-leader-before-fsync"
@@ -66,8 +67,12 @@ BUG_SKIP_DIVERGENCE_CHECK = "skip-divergence-check"
 BUG_VOTE_BEFORE_PERSIST = "reply-to-vote-before-persisting"
 BUG_VOTE_PERSISTED_AS_NONE = "persist-vote-as-none"
 BUG_COMMIT_BY_COUNTING = "commit-earlier-epoch-by-counting"
+BUG_SILENCE_WITHOUT_PRE_VOTE = "elect-at-once-when-a-fetch-is-overdue"
+BUG_SILENCE_WITHOUT_GRACE = "suspect-the-leader-at-the-fetch-max-wait"
 KNOWN_BUGS = frozenset(
     {
+        BUG_SILENCE_WITHOUT_PRE_VOTE,
+        BUG_SILENCE_WITHOUT_GRACE,
         BUG_HW_BEFORE_FSYNC,
         BUG_SKIP_DIVERGENCE_CHECK,
         BUG_VOTE_BEFORE_PERSIST,
@@ -135,6 +140,7 @@ class RaftCore(SnapshotFetching):
         # An observer's leader lost: (epoch, leader, until) — voters that have not noticed yet still name it.
         self._lost_leader: tuple[int, int, int] | None = None
         self._vote_sent: dict[int, int] = {}  # voter -> when the current election's request went out
+        self._yield_until = 0  # granted a pre-vote: does not stand for election itself before this
         self._flush_needed = False
         self._flush_in_flight = False
         self._durable_offset = log.end_offset  # recovery re-validated what is on disk
@@ -197,6 +203,8 @@ class RaftCore(SnapshotFetching):
                 deadlines.append(r.prospective_at)
             if r.fetch_correlation is not None:
                 deadlines.append(r.fetch_sent_ms + self.config.request_timeout_ms)
+                if r.overdue_at:
+                    deadlines.append(r.overdue_at)
             elif not r.awaiting_flush:
                 deadlines.append(r.fetch_sent_ms)  # a retry is due
             return min(deadlines)
@@ -208,6 +216,8 @@ class RaftCore(SnapshotFetching):
             return min(deadline, r.backoff_until)
         if isinstance(r, Prospective | Candidate) and self._vote_sent:
             deadline = min(deadline, min(self._vote_sent.values()) + self.config.request_timeout_ms)
+        if isinstance(r, Prospective) and r.stand_at is not None:
+            deadline = min(deadline, r.stand_at)
         return deadline
 
     # -- inputs ----------------------------------------------------------------------------------------------
@@ -222,6 +232,8 @@ class RaftCore(SnapshotFetching):
             elif r.prospective_at is not None and now >= r.prospective_at:
                 why = "leader resigned" if r.leader_resigned else f"connection to leader {r.leader_id} lost"
                 self._leader_lost(now, why)
+            elif r.fetch_correlation is not None and r.overdue_at and now >= r.overdue_at:
+                self._on_fetch_overdue(r, now)
             elif r.fetch_correlation is not None and now >= r.fetch_sent_ms + self.config.request_timeout_ms:
                 self._send_fetch(r, now)  # the request or its answer was lost
             elif r.fetch_correlation is None and not r.awaiting_flush and now >= r.fetch_sent_ms:
@@ -236,6 +248,9 @@ class RaftCore(SnapshotFetching):
                 self._bootstrap_fetch(r, now)
         elif isinstance(r, Candidate) and r.backoff_until is not None and now >= r.backoff_until:
             self._to_prospective(now, "vote rejected by a majority; backoff over")
+        elif isinstance(r, Prospective) and r.stand_at is not None and now >= r.stand_at:
+            # The voter we yielded to has not won: ask again, among whoever else is asking now.
+            self._to_prospective(now, "yielded to a voter that did not win")
         elif now >= r.election_deadline:
             self._to_prospective(now, f"election timeout in {r.name}")
         elif isinstance(r, Prospective | Candidate):
@@ -285,8 +300,9 @@ class RaftCore(SnapshotFetching):
         r = self.role
         if isinstance(r, Follower) and peer == r.leader_id and not r.leader_unreachable:
             r.leader_unreachable = True
-            at = now + self.rng.randrange(self.config.unreachable_leader_backoff_ms + 1)
-            r.prospective_at = at if r.prospective_at is None else min(r.prospective_at, at)
+            # At once: when every survivor saw the reset at the same moment, candidacy ranking (see
+            # _on_vote_request) lets only one of them win the pre-vote.
+            r.prospective_at = now
             r.fetch_correlation = None
             r.fetch_sent_ms = now + self.config.retry_backoff_ms
         elif isinstance(r, Prospective | Candidate) and peer in self._vote_sent:
@@ -578,9 +594,20 @@ class RaftCore(SnapshotFetching):
             return
         if m.replica_epoch > self.epoch:
             self._to_unattached(m.replica_epoch, now, f"vote request from {source} in epoch {m.replica_epoch}")
-        up_to_date = (m.last_offset_epoch, m.last_offset) >= (self.log.last_epoch, self.log.end_offset)
+        ours = (self.log.last_epoch, self.log.end_offset)
+        up_to_date = (m.last_offset_epoch, m.last_offset) >= ours
         r = self.role
         granted = r.can_grant_vote(source, up_to_date, m.pre_vote, now) and not self.observer
+        outranked = isinstance(r, Prospective) and (m.last_offset_epoch, m.last_offset, -source) < (*ours, -self.id)
+        if m.pre_vote and outranked:
+            # Candidacy ranking: of voters seeking pre-votes at the same time (they noticed the leader's loss
+            # together), only the best placed (longest log, then lowest id) may collect them, so that two never
+            # become candidates of one epoch and split its votes. We ask the lesser one again: it grants now.
+            granted = False
+            if source not in r.granted:  # type: ignore[union-attr]
+                self._send_vote_request(source, r.epoch, True, now)
+        if granted and m.pre_vote:
+            self._yield_until = now + self.config.pre_vote_yield_ms
         reply = VoteResponse(Errors.NONE, self.epoch, self.leader_id, granted, m.pre_vote, m.correlation_id)
         if BUG_VOTE_BEFORE_PERSIST in self.bugs:
             self._send(source, reply)
@@ -600,7 +627,11 @@ class RaftCore(SnapshotFetching):
         self._vote_sent.pop(source, None)
         if isinstance(r, Prospective) and m.pre_vote:
             (r.granted if m.vote_granted else r.rejected).add(source)
-            if len(r.granted) >= self.majority:
+            if m.vote_granted:
+                r.rejected.discard(source)  # asked again (candidacy ranking): it changed its mind
+            if len(r.granted) >= self.majority and now < self._yield_until:
+                r.stand_at = self._yield_until  # the voter we granted goes first; if it fails, we ask again
+            elif len(r.granted) >= self.majority:
                 self._to_candidate(now, f"pre-vote granted by {sorted(r.granted)}")
             elif len(r.rejected) > len(self.voters) - self.majority:
                 if r.leader_id in self.others:
@@ -795,9 +826,10 @@ class RaftCore(SnapshotFetching):
 
     # -- follower --------------------------------------------------------------------------------------------
 
-    def _send_fetch(self, f: Follower, now: int) -> None:
+    def _send_fetch(self, f: Follower, now: int, *, probe: bool = False) -> None:
         f.fetch_correlation = self._next_correlation()
         f.fetch_sent_ms = now
+        self._arm_overdue(f, now, probe)
         if f.snapshot is not None and f.snapshot_id is not None:
             self._send(
                 f.leader_id,
@@ -820,10 +852,40 @@ class RaftCore(SnapshotFetching):
             self.log.end_offset,
             self.log.last_epoch,
             self.config.fetch_max_bytes,
-            self.config.fetch_max_wait_ms,
+            0 if probe else self.config.fetch_max_wait_ms,
             f.fetch_correlation,
         )
         self._send(f.leader_id, request)
+
+    # -- a silent leader -------------------------------------------------------------------------------------
+
+    def _arm_overdue(self, f: Follower, now: int, probe: bool) -> None:
+        """When the fetch just sent is overdue: the leader answers within its max wait (a probe: at once),
+        plus half the grace that ``fetch_silence_ms`` leaves after that wait."""
+        silence, wait = self.config.fetch_silence_ms, self.config.fetch_max_wait_ms
+        f.probing = probe
+        if not silence:
+            f.overdue_at = 0
+        elif BUG_SILENCE_WITHOUT_GRACE in self.bugs:
+            f.overdue_at, f.probing = now + wait, True
+        else:
+            f.overdue_at = now + (silence - wait) // 2 + (0 if probe else wait)
+
+    def _on_fetch_overdue(self, f: Follower, now: int) -> None:
+        if now - f.overdue_at > LATE_TICK_SLACK_MS:
+            # This timer fired late: the node itself was busy (a long event, CPU starvation), and the answer may
+            # be waiting in its input. Silence counts only when we were awake to hear it: look again shortly.
+            f.overdue_at = now + LATE_TICK_SLACK_MS
+            return
+        if BUG_SILENCE_WITHOUT_PRE_VOTE in self.bugs:
+            self._to_candidate(now, f"fetch to leader {f.leader_id} overdue")
+            return
+        if not f.probing:
+            self._send_fetch(f, now, probe=True)  # a lost message, or a slow answer? Ask for one at once
+            return
+        self._leader_lost(
+            now, f"leader {f.leader_id} silent: no answer to a fetch, nor to a probe in {now - f.fetch_sent_ms} ms"
+        )
 
     def _on_fetch_response(self, source: int, m: FetchResponse, now: int) -> None:
         if m.correlation_id == self._bootstrap_correlation:

@@ -54,6 +54,7 @@ class Prospective:
     voted_id: int = -1
     granted: set[int] = field(default_factory=set)
     rejected: set[int] = field(default_factory=set)
+    stand_at: int | None = None  # won the pre-vote while yielding to a voter it granted: stands for election then
     name = "Prospective"
 
     def can_grant_vote(self, candidate: int, log_up_to_date: bool, pre_vote: bool, now_ms: int) -> bool:
@@ -99,6 +100,10 @@ class Follower:
     prospective_at: int | None = None  # an earlier start of pre-vote (unreachable or resigned leader)
     fetch_correlation: int | None = None  # the outstanding fetch
     fetch_sent_ms: int = 0
+    # The outstanding fetch is overdue at this time (0 when silence detection is off): then a probe goes out,
+    # and a probe overdue in turn means the leader is silent.
+    overdue_at: int = 0
+    probing: bool = False
     awaiting_flush: bool = False  # appended a fetch's records; the next fetch waits for them to be durable
     fetch_timeout_ms: int = 2000
     snapshot_id: SnapshotId | None = None  # the leader's snapshot being fetched (our fetch offset was below its log)
@@ -109,7 +114,8 @@ class Follower:
         if not pre_vote:
             return False  # this epoch has a leader
         heard_recently = self.last_fetch_ok_ms is not None and now_ms - self.last_fetch_ok_ms < self.fetch_timeout_ms
-        return log_up_to_date and (self.leader_unreachable or self.leader_resigned or not heard_recently)
+        probing = self.fetch_correlation is not None and self.probing  # our own fetch is overdue too
+        return log_up_to_date and (self.leader_unreachable or self.leader_resigned or probing or not heard_recently)
 
 
 @dataclass

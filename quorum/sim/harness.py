@@ -57,7 +57,8 @@ SIM_CONFIG = RaftConfig(
     retry_backoff_ms=10,
     fetch_max_wait_ms=50,
     fetch_max_bytes=4096,
-    unreachable_leader_backoff_ms=20,
+    fetch_silence_ms=110,  # 50 ms max wait + 60 ms grace: messages of up to 15 ms each way never look silent
+    pre_vote_yield_ms=20,
 )
 
 

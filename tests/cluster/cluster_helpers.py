@@ -29,6 +29,7 @@ from quorum.log.log import METADATA_PARTITION_DIR
 from quorum.log.reader import Damage, scan_file
 
 ELECTION_TIMEOUT_S = 1.0  # Kafka's controller.quorum.election.timeout.ms default
+FETCH_TIMEOUT_S = 2.0  # Kafka's controller.quorum.fetch.timeout.ms default
 LABEL_TAG = 1000  # the unknown tagged field of a test record
 
 

@@ -8,7 +8,14 @@ from __future__ import annotations
 import asyncio
 import time
 
-from cluster_helpers import ELECTION_TIMEOUT_S, Acked, append_one, append_sequentially, stop_and_check_logs
+from cluster_helpers import (
+    ELECTION_TIMEOUT_S,
+    FETCH_TIMEOUT_S,
+    Acked,
+    append_one,
+    append_sequentially,
+    stop_and_check_logs,
+)
 
 from pykraft.testing import Cluster
 
@@ -30,6 +37,9 @@ async def test_paused_leader_is_replaced_then_steps_down_and_catches_up(cluster:
         cluster.nodes[leader].resume()
     print(f"\npaused leader {leader} (epoch {epoch}) replaced by {new_leader} (epoch {new_epoch}), "
           f"{replaced * 1000:.0f} ms after SIGSTOP")  # fmt: skip
+    # Noticed by the followers' overdue fetches (pykraft.quorum.fetch.silence.ms: 0.4-1.4 s after the pause), not
+    # by the fetch timeout, which alone never replaced it before 2 s.
+    assert replaced < FETCH_TIMEOUT_S, f"replaced {replaced * 1000:.0f} ms after SIGSTOP"
 
     # Continued, the old leader must learn the new epoch from its peers and follow; everyone agrees on one leader.
     agreed, agreed_epoch = await cluster.wait_for_leader(newer_than=epoch, timeout=15)

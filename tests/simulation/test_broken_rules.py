@@ -22,6 +22,8 @@ from quorum.raft.core import (
     BUG_COMMIT_BY_COUNTING,
     BUG_HW_BEFORE_FSYNC,
     BUG_INSTALL_WITHOUT_TRUNCATE,
+    BUG_SILENCE_WITHOUT_GRACE,
+    BUG_SILENCE_WITHOUT_PRE_VOTE,
     BUG_SKIP_DIVERGENCE_CHECK,
     BUG_VOTE_BEFORE_PERSIST,
     BUG_VOTE_PERSISTED_AS_NONE,
@@ -108,6 +110,8 @@ def test_unknown_bug_is_refused() -> None:
         BUG_VOTE_PERSISTED_AS_NONE,
         BUG_COMMIT_BY_COUNTING,
         BUG_INSTALL_WITHOUT_TRUNCATE,
+        BUG_SILENCE_WITHOUT_PRE_VOTE,  # caught by tests/simulation/test_silent_leader.py
+        BUG_SILENCE_WITHOUT_GRACE,
     } == KNOWN_BUGS
     with pytest.raises(ValueError, match="unknown test bugs"):
         Simulation(0, 3, bugs=frozenset({"no-such-bug"}))
