@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DATA_DIR ?= ./data
 
-.PHONY: install run test lint java format proto bench bench-scale soak clean
+.PHONY: install run test lint java format proto bench bench-scale bench-peers soak clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "pykraft needs Python >= 3.11, found " + sys.version.split()[0])'
@@ -59,6 +59,17 @@ bench: $(STAMP)
 ## snapshots under load, failover, snapshot transfer, idle retention (long; `benchmarks/scale.py --quick`: ~3 min)
 bench-scale: $(STAMP)
 	$(PY) benchmarks/scale.py
+
+## make bench-peers — pykraft's quorum beside a 3-member etcd in the same run: sequential commit latency, throughput
+## at 64/256 in flight (and a bare grpc.aio echo), kill -9 and SIGSTOP failover (~5 min; `--quick`: ~1 min).
+## etcd comes from Debian's etcd-server, installed with apt when no etcd is on PATH.
+bench-peers: $(STAMP)
+	@if ! command -v etcd >/dev/null 2>&1; then \
+		echo "etcd not found: installing etcd-server with apt"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq etcd-server >/dev/null; \
+	fi
+	$(PY) benchmarks/peers.py
 
 ## make soak — a long simulation soak (SEEDS=10000 by default)
 SEEDS ?= 10000
