@@ -32,6 +32,7 @@ from quorum.raft.runtime import RaftNode
 
 log = structlog.get_logger("pykraft.service")
 R = TypeVar("R")
+DESCRIBE_CHUNK = 2000  # partitions described between two yields to the event loop
 
 
 class ControllerService(LifecycleServicer, ReassignmentServicer, pb_grpc.ControllerServicer):
@@ -155,7 +156,14 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, pb_grpc.Control
             described = await self.controller.describe_topics(list(request.names) or None, timeout)
             fenced = {b.id for b in self.controller.cluster.brokers.committed().values() if b.fenced}
             out = pb.DescribeTopicsResponse()
+            built = 0
             for d in described:
+                built += len(d.partitions) + 1
+                if built >= DESCRIBE_CHUNK:
+                    # A whole cluster's answer takes a second to build at 100k partitions: let the loop serve
+                    # the quorum's fetches meanwhile (followers take a leader silent that long for gone).
+                    built = 0
+                    await asyncio.sleep(0)
                 t = out.topics.add(name=d.name, error_code=int(d.error.code), error_message=d.error.message or "")
                 if d.topic_id is not None:
                     t.topic_id = str(d.topic_id)
