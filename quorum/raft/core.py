@@ -53,13 +53,13 @@ from quorum.raft.messages import (
     VoteResponse,
 )
 from quorum.raft.roles import Candidate, Follower, Leader, Prospective, ReplicaState, Resigned, Role, Unattached, Voted
+from quorum.raft.silence import BUG_SILENCE_WITHOUT_GRACE, BUG_SILENCE_WITHOUT_PRE_VOTE, SilentLeader
 from quorum.raft.snapshot_fetch import BUG_INSTALL_WITHOUT_TRUNCATE, SnapshotFetching
 from quorum.raft.storage import ElectionStore, RaftLog
 
 log = structlog.get_logger("quorum.raft")
 
 OBSERVER_SESSION_TIMEOUT_MS = 300_000  # the leader forgets an observer it has not heard from for this long
-LATE_TICK_SLACK_MS = 50  # a timer this late means the node itself was stalled (see _on_fetch_overdue)
 
 # Test-only rule breakers: the simulation must catch each of them (proof that its invariants can fail).
 BUG_HW_BEFORE_FSYNC = "count-leader-before-fsync"
@@ -67,8 +67,6 @@ BUG_SKIP_DIVERGENCE_CHECK = "skip-divergence-check"
 BUG_VOTE_BEFORE_PERSIST = "reply-to-vote-before-persisting"
 BUG_VOTE_PERSISTED_AS_NONE = "persist-vote-as-none"
 BUG_COMMIT_BY_COUNTING = "commit-earlier-epoch-by-counting"
-BUG_SILENCE_WITHOUT_PRE_VOTE = "elect-at-once-when-a-fetch-is-overdue"
-BUG_SILENCE_WITHOUT_GRACE = "suspect-the-leader-at-the-fetch-max-wait"
 KNOWN_BUGS = frozenset(
     {
         BUG_SILENCE_WITHOUT_PRE_VOTE,
@@ -100,7 +98,7 @@ class CoreMetrics:
     snapshot_bytes_fetched: int = 0
 
 
-class RaftCore(SnapshotFetching):
+class RaftCore(SilentLeader, SnapshotFetching):
     def __init__(
         self,
         *,
@@ -140,7 +138,7 @@ class RaftCore(SnapshotFetching):
         # An observer's leader lost: (epoch, leader, until) — voters that have not noticed yet still name it.
         self._lost_leader: tuple[int, int, int] | None = None
         self._vote_sent: dict[int, int] = {}  # voter -> when the current election's request went out
-        self._yield_until = 0  # granted a pre-vote: does not stand for election itself before this
+        self._granted_pre_vote_at: int | None = None  # the last time this node granted a pre-vote
         self._flush_needed = False
         self._flush_in_flight = False
         self._durable_offset = log.end_offset  # recovery re-validated what is on disk
@@ -249,8 +247,11 @@ class RaftCore(SnapshotFetching):
         elif isinstance(r, Candidate) and r.backoff_until is not None and now >= r.backoff_until:
             self._to_prospective(now, "vote rejected by a majority; backoff over")
         elif isinstance(r, Prospective) and r.stand_at is not None and now >= r.stand_at:
-            # The voter we yielded to has not won: ask again, among whoever else is asking now.
-            self._to_prospective(now, "yielded to a voter that did not win")
+            if self._granted_pre_vote_at is not None and self._granted_pre_vote_at >= r.started_at:
+                # The voter we yielded to has not won: ask again, among whoever else is asking now.
+                self._to_prospective(now, "yielded to a voter that did not win")
+            else:
+                self._to_candidate(now, f"pre-vote granted by {sorted(r.granted)}")
         elif now >= r.election_deadline:
             self._to_prospective(now, f"election timeout in {r.name}")
         elif isinstance(r, Prospective | Candidate):
@@ -480,7 +481,9 @@ class RaftCore(SnapshotFetching):
 
     def _to_prospective(self, now: int, reason: str) -> None:
         r = self.role
-        p = Prospective(r.epoch, self._election_deadline(now), leader_id=r.leader_id, voted_id=r.voted_id)
+        p = Prospective(
+            r.epoch, self._election_deadline(now), leader_id=r.leader_id, voted_id=r.voted_id, started_at=now
+        )
         if isinstance(r, Resigned | Leader):
             p.leader_id = NO_LEADER  # we were the leader of this epoch; we are not any more
         p.granted.add(self.id)
@@ -607,7 +610,7 @@ class RaftCore(SnapshotFetching):
             if source not in r.granted:  # type: ignore[union-attr]
                 self._send_vote_request(source, r.epoch, True, now)
         if granted and m.pre_vote:
-            self._yield_until = now + self.config.pre_vote_yield_ms
+            self._granted_pre_vote_at = now
         reply = VoteResponse(Errors.NONE, self.epoch, self.leader_id, granted, m.pre_vote, m.correlation_id)
         if BUG_VOTE_BEFORE_PERSIST in self.bugs:
             self._send(source, reply)
@@ -629,10 +632,8 @@ class RaftCore(SnapshotFetching):
             (r.granted if m.vote_granted else r.rejected).add(source)
             if m.vote_granted:
                 r.rejected.discard(source)  # asked again (candidacy ranking): it changed its mind
-            if len(r.granted) >= self.majority and now < self._yield_until:
-                r.stand_at = self._yield_until  # the voter we granted goes first; if it fails, we ask again
-            elif len(r.granted) >= self.majority:
-                self._to_candidate(now, f"pre-vote granted by {sorted(r.granted)}")
+            if len(r.granted) >= self.majority:
+                self._stand_or_wait(r, now)
             elif len(r.rejected) > len(self.voters) - self.majority:
                 if r.leader_id in self.others:
                     self._to_follower(r.epoch, r.leader_id, now, f"pre-vote rejected by {sorted(r.rejected)}")
@@ -644,6 +645,19 @@ class RaftCore(SnapshotFetching):
                 self._to_leader(r, now)
             elif len(r.rejected) > len(self.voters) - self.majority and r.backoff_until is None:
                 r.backoff_until = now + self._backoff(self.metrics.elections)
+
+    def _stand_or_wait(self, r: Prospective, now: int) -> None:
+        """Won the pre-vote: stand for election, unless a better-ranked voter may be about to (candidacy ranking)."""
+        window = r.started_at + self.config.pre_vote_yield_ms
+        granted_at = self._granted_pre_vote_at
+        if granted_at is not None and now < granted_at + self.config.pre_vote_yield_ms:
+            r.stand_at = granted_at + self.config.pre_vote_yield_ms  # we granted one: it goes first
+        elif r.rejected and now < window:
+            # A voter refused: perhaps one that ranks above us and is asking us in turn (it refuses, then asks).
+            # Give its request the time to arrive; granting it, we yield.
+            r.stand_at = window
+        else:
+            self._to_candidate(now, f"pre-vote granted by {sorted(r.granted)}")
 
     def _backoff(self, retries: int) -> int:
         # Kafka's binaryExponentialElectionBackoffMs: 100 ms x rand(2^retries), capped.
@@ -829,7 +843,8 @@ class RaftCore(SnapshotFetching):
     def _send_fetch(self, f: Follower, now: int, *, probe: bool = False) -> None:
         f.fetch_correlation = self._next_correlation()
         f.fetch_sent_ms = now
-        self._arm_overdue(f, now, probe)
+        snapshot = f.snapshot is not None and f.snapshot_id is not None  # a FetchSnapshot is answered at once
+        self._arm_overdue(f, now, probe, 0 if probe or snapshot else self.config.fetch_max_wait_ms)
         if f.snapshot is not None and f.snapshot_id is not None:
             self._send(
                 f.leader_id,
@@ -857,36 +872,6 @@ class RaftCore(SnapshotFetching):
         )
         self._send(f.leader_id, request)
 
-    # -- a silent leader -------------------------------------------------------------------------------------
-
-    def _arm_overdue(self, f: Follower, now: int, probe: bool) -> None:
-        """When the fetch just sent is overdue: the leader answers within its max wait (a probe: at once),
-        plus half the grace that ``fetch_silence_ms`` leaves after that wait."""
-        silence, wait = self.config.fetch_silence_ms, self.config.fetch_max_wait_ms
-        f.probing = probe
-        if not silence:
-            f.overdue_at = 0
-        elif BUG_SILENCE_WITHOUT_GRACE in self.bugs:
-            f.overdue_at, f.probing = now + wait, True
-        else:
-            f.overdue_at = now + (silence - wait) // 2 + (0 if probe else wait)
-
-    def _on_fetch_overdue(self, f: Follower, now: int) -> None:
-        if now - f.overdue_at > LATE_TICK_SLACK_MS:
-            # This timer fired late: the node itself was busy (a long event, CPU starvation), and the answer may
-            # be waiting in its input. Silence counts only when we were awake to hear it: look again shortly.
-            f.overdue_at = now + LATE_TICK_SLACK_MS
-            return
-        if BUG_SILENCE_WITHOUT_PRE_VOTE in self.bugs:
-            self._to_candidate(now, f"fetch to leader {f.leader_id} overdue")
-            return
-        if not f.probing:
-            self._send_fetch(f, now, probe=True)  # a lost message, or a slow answer? Ask for one at once
-            return
-        self._leader_lost(
-            now, f"leader {f.leader_id} silent: no answer to a fetch, nor to a probe in {now - f.fetch_sent_ms} ms"
-        )
-
     def _on_fetch_response(self, source: int, m: FetchResponse, now: int) -> None:
         if m.correlation_id == self._bootstrap_correlation:
             self._on_bootstrap_response(source, m, now)
@@ -902,6 +887,7 @@ class RaftCore(SnapshotFetching):
             return
         f.last_fetch_ok_ms = now
         f.fetch_deadline = self._fetch_deadline(now)
+        self._note_answer_time(f, now)
         if f.leader_unreachable:
             f.leader_unreachable = False
             if not f.leader_resigned:

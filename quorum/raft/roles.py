@@ -54,7 +54,8 @@ class Prospective:
     voted_id: int = -1
     granted: set[int] = field(default_factory=set)
     rejected: set[int] = field(default_factory=set)
-    stand_at: int | None = None  # won the pre-vote while yielding to a voter it granted: stands for election then
+    started_at: int = 0
+    stand_at: int | None = None  # won the pre-vote but waits (candidacy ranking): stands or asks again then
     name = "Prospective"
 
     def can_grant_vote(self, candidate: int, log_up_to_date: bool, pre_vote: bool, now_ms: int) -> bool:
@@ -101,8 +102,12 @@ class Follower:
     fetch_correlation: int | None = None  # the outstanding fetch
     fetch_sent_ms: int = 0
     # The outstanding fetch is overdue at this time (0 when silence detection is off): then a probe goes out,
-    # and a probe overdue in turn means the leader is silent.
+    # and a probe overdue in turn means the leader is silent (quorum.raft.silence).
+    due_ms: int = 0  # when the leader should have answered the outstanding fetch at the latest
     overdue_at: int = 0
+    learned_grace_ms: int = 0  # a longer grace, learned when the leader answered after a probe (decays)
+    learned_at: int = 0
+    overdue_seen: bool = False  # overdue_at passed once; acted on at the next look, after the input was read
     probing: bool = False
     awaiting_flush: bool = False  # appended a fetch's records; the next fetch waits for them to be durable
     fetch_timeout_ms: int = 2000
@@ -114,8 +119,9 @@ class Follower:
         if not pre_vote:
             return False  # this epoch has a leader
         heard_recently = self.last_fetch_ok_ms is not None and now_ms - self.last_fetch_ok_ms < self.fetch_timeout_ms
-        probing = self.fetch_correlation is not None and self.probing  # our own fetch is overdue too
-        return log_up_to_date and (self.leader_unreachable or self.leader_resigned or probing or not heard_recently)
+        # Our own fetch and its probe went unanswered too: we find the leader silent ourselves.
+        silent = self.fetch_correlation is not None and self.probing and now_ms >= self.overdue_at
+        return log_up_to_date and (self.leader_unreachable or self.leader_resigned or silent or not heard_recently)
 
 
 @dataclass

@@ -16,9 +16,9 @@ import random
 import pytest
 from simkit import calm, commit, core, describe, wait_for_leader
 
-from quorum.raft.core import BUG_SILENCE_WITHOUT_GRACE, BUG_SILENCE_WITHOUT_PRE_VOTE, LATE_TICK_SLACK_MS
 from quorum.raft.messages import Envelope, FetchRequest, VoteRequest
 from quorum.raft.roles import Follower
+from quorum.raft.silence import BUG_SILENCE_WITHOUT_GRACE, BUG_SILENCE_WITHOUT_PRE_VOTE, LATE_TICK_SLACK_MS
 from quorum.sim.harness import SIM_CONFIG, Faults, Simulation
 
 CFG = SIM_CONFIG
@@ -113,7 +113,10 @@ def test_a_silent_leader_is_replaced_before_the_fetch_timeout(voters: int) -> No
     # pre-vote, a vote and the new leader's first commit: a few round trips of at most 5 ms each.
     assert times[-1] <= CFG.fetch_max_wait_ms + CFG.fetch_silence_ms + 60 < CFG.fetch_timeout_ms + 60, times
     splits = [e for _, e in results if e != 1]
-    assert not splits, f"{len(splits)} of {TRIALS} trials needed more than one election: {results}"
+    # Three voters: never. Five: four followers each notice at their own moment, and pre-votes can still cross
+    # (1 in 150 seeds when this was written); the split is then settled within the time bound above.
+    allowed = 0 if voters == 3 else TRIALS // 20
+    assert len(splits) <= allowed, f"{len(splits)} of {TRIALS} trials needed more than one election: {results}"
 
 
 @pytest.mark.parametrize("voters", [3, 5])
@@ -141,8 +144,55 @@ def test_a_late_timer_is_not_taken_for_silence() -> None:
     c.tick(overdue + late)
     assert f.fetch_correlation == asked and not f.probing and f.overdue_at == overdue + late + LATE_TICK_SLACK_MS
     assert f.overdue_at + GRACE_MS // 2 < f.fetch_deadline  # (what follows is the silence rule, not the timeout)
-    # On time, the overdue fetch is probed; the probe overdue on time too, the leader is lost.
+    # On time, it looks once more after reading its input (a millisecond later), then probes the overdue fetch;
+    # the probe overdue on time too, the leader is lost.
+    c.tick(f.overdue_at)
+    assert f.fetch_correlation == asked and not f.probing
     c.tick(f.overdue_at)
     assert f.probing and f.fetch_correlation != asked and c.take_messages()
     c.tick(f.overdue_at)
+    assert isinstance(c.role, Follower)
+    c.tick(f.overdue_at)
     assert not isinstance(c.role, Follower) and c.role.name == "Prospective"
+
+
+def stall_leader(sim: Simulation, leader: int, start: int, length: int) -> None:
+    """From ``start`` for ``length`` ms the leader's process is stalled (a long request, a collection): whatever it
+    sends, and whatever reaches it, waits for the end of the stall."""
+    transmit = sim._transmit
+
+    def held(env: Envelope, target: object) -> None:
+        if start <= sim.now < start + length and leader in (env.source, env.destination):
+            sim._schedule(start + length - sim.now, lambda: transmit(env, target))  # type: ignore[arg-type]
+        else:
+            transmit(env, target)  # type: ignore[arg-type]
+
+    sim._transmit = held  # type: ignore[method-assign]
+
+
+def run_stalls(seed: int, stalls: list[int]) -> tuple[int, int]:
+    """Stall the leader once a second for each length in turn, from the moment a follower's fetch is due (so that
+    its answer comes about that late); the epoch before and after."""
+    sim = calm(seed, 3)
+    leader = wait_for_leader(sim, FIRST_LEADER_MS)
+    epoch = core(sim, leader).epoch
+    for length in stalls:
+        sim.run_for(500)
+        due = min(r.due_ms for i in sim.nodes if isinstance(r := core(sim, i).role, Follower))
+        sim.run_for(max(0, due - sim.now))
+        stall_leader(sim, leader, sim.now, length)
+        sim.run_for(500)
+    return epoch, max(core(sim, i).epoch for i in sim.nodes)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_leader_seen_stalling_is_given_longer(seed: int) -> None:
+    # A first stall just short of the grace makes a follower probe, then answers: that follower now gives the
+    # leader twice the time it took, and refuses the other's pre-vote meanwhile. A stall more than twice as
+    # long is then waited out; out of the blue it deposes the leader.
+    teach, long = GRACE_MS - 15, 2 * GRACE_MS + 20
+    assert CFG.fetch_max_wait_ms + long < CFG.fetch_timeout_ms
+    before, after = run_stalls(seed, [teach, long])
+    assert after == before, f"the leader was deposed during stalls of {teach} then {long} ms"
+    before, after = run_stalls(seed, [long])
+    assert after > before, f"a {long} ms stall out of the blue went unnoticed: the test shows nothing"
