@@ -518,10 +518,21 @@ def run_parent(args: argparse.Namespace) -> int:
         ),
     }
     out.say("\nacceptance (issue targets):")
+    kill9, sigstop = p["failover_kill9"], p["failover_sigstop"]
     checks = [
         ("pykraft 64 in flight >= 0.8x bare grpc.aio echo", report["ratios"]["echo_64"] >= 0.8),
         ("no pykraft election outside the failover trials", p["elections_outside_trials"] == 0),
+        (
+            f"pykraft kill -9 failover: no trial above 500 ms in >= 50 trials ({kill9['trials']} run)",
+            kill9["trials"] >= 50 and kill9["over_500ms"] == 0 and not kill9["gave_up"],
+        ),
+        ("pykraft SIGSTOP failover p99 <= 2 s", sigstop["p99_ms"] <= 2000 and not sigstop["gave_up"]),
     ]
+    if binary is not None:
+        checks += [
+            ("pykraft SIGSTOP failover median <= etcd's", report["ratios"]["sigstop_median"] <= 1.0),
+            ("pykraft sequential commit p50 <= 1.5x etcd's", report["ratios"]["sequential_p50"] <= 1.5),
+        ]
     measured = {
         f"{name} {key}": figures[name][key]
         for name in figures
