@@ -95,6 +95,24 @@ class RaftCollector(Collector):
         yield counter("kafka_raft_commits", "High watermark advances", m.committed_offset_advances)
         yield counter("kafka_raft_truncations", "Log truncations after divergence", m.truncations)
         yield counter("kafka_raft_resignations", "Times this node resigned leadership", m.resignations)
+        # Where a commit's time goes (quorum/raft/hops.py): per stage, the summed time since the traced append (on
+        # the leader) or since a fetch answer with records arrived (on a follower); divide by the samples.
+        stages = CounterMetricFamily(
+            "pykraft_raft_commit_stage_seconds",
+            "Summed time from a traced append (leader) or fetched records (follower) to each stage",
+            labels=[*labels, "side", "stage"],
+        )
+        samples = CounterMetricFamily(
+            "pykraft_raft_commit_stage_samples",
+            "Appends (leader) or fetch answers (follower) traced",
+            labels=[*labels, "side"],
+        )
+        for side, trace in (("leader", self.node.leader_trace), ("follower", self.node.follower_trace)):
+            for stage, seconds in trace.seconds.items():
+                stages.add_metric([*nid, side, stage], seconds)
+            samples.add_metric([*nid, side], trace.samples)
+        yield stages
+        yield samples
 
 
 class ControllerCollector(Collector):

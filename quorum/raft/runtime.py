@@ -39,7 +39,8 @@ from quorum.log.snapshots import SnapshotFile, SnapshotFileWriter, SnapshotId
 from quorum.raft.client import CommittedBatch, LeaderAndEpoch, RaftListener
 from quorum.raft.config import RaftConfig, VoterAddress
 from quorum.raft.core import RaftCore
-from quorum.raft.messages import Envelope
+from quorum.raft.hops import FOLLOWER_STAGES, LEADER_STAGES, StageTrace
+from quorum.raft.messages import Envelope, FetchRequest, FetchResponse
 from quorum.raft.roles import Leader
 from quorum.transport.peer import PeerTransport
 
@@ -171,6 +172,9 @@ class RaftNode:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"fsync-{node_id}")
+        # Where a commit's time goes (quorum/raft/hops.py): read by /metrics and the peers benchmark.
+        self.leader_trace = StageTrace(LEADER_STAGES, time.monotonic_ns)
+        self.follower_trace = StageTrace(FOLLOWER_STAGES, time.monotonic_ns)
         self._snapshotter = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"snapshot-{node_id}")
         self._cleaner: asyncio.TimerHandle | None = None
         self.snapshot_stats = SnapshotStats()
@@ -280,6 +284,7 @@ class RaftNode:
             raise NotLeaderError(f"node {self.node_id} has stopped", leader_id=-1, epoch=core.epoch)
         try:
             offset = core.append(epoch, records, self._now(), atomic=atomic)
+            self.leader_trace.start(offset)
             # The hot path: most appends only join the open batch while a write is in flight, and the flush's
             # completion drains them. Run the full driver step only when the core has something to do now, or
             # when the batch's linger deadline must arm the timer.
@@ -366,6 +371,11 @@ class RaftNode:
     def _on_message(self, env: Envelope) -> None:
         if self._stopped or self.core is None:
             return
+        m = env.message
+        if isinstance(m, FetchRequest) and env.source in self.voters:
+            self.leader_trace.passed("replicated", m.fetch_offset)
+        elif isinstance(m, FetchResponse) and m.records:
+            self.follower_trace.start(self.log.end_offset)
         with self._fail_stop(f"handling {type(env.message).__name__} from node {env.source}"):
             self.core.handle(env, self._now())
             self._after()
@@ -393,6 +403,8 @@ class RaftNode:
         elif not self._stopped:
             with self._fail_stop("completing a flush"):
                 self._core.flushed(flush.result(), self._now())
+                self.leader_trace.passed("flushed", self.log.flushed_offset)
+                self.follower_trace.passed("flushed", self.log.flushed_offset)
                 self._after()
 
     @contextlib.contextmanager
@@ -422,13 +434,20 @@ class RaftNode:
     def _after(self) -> None:
         core = self._core
         for env in core.take_messages():
+            if isinstance(env.message, FetchRequest):
+                self.follower_trace.passed("fetch_sent", env.message.fetch_offset)
             self.transport.send(env)
+        self.leader_trace.passed("written", self.log.end_offset)
+        if core.is_leader:
+            self.leader_trace.passed("committed", core.high_watermark)
         if core.poll_flush():
             # fdatasync on its own thread: the loop keeps appending and answering meanwhile.
             self._flush = asyncio.get_running_loop().run_in_executor(self._flusher, self.log.flush)
             self._flush.add_done_callback(self._flushed)
         if core.leader_id != self._leader.leader_id or core.epoch != self._leader.epoch:
             self._leader = LeaderAndEpoch(core.leader_id, core.epoch)
+            self.leader_trace.abandon()
+            self.follower_trace.abandon()
             self._settled_hw = -1
             self._delivery.set()
             self._epoch_announced = False
