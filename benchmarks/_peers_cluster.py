@@ -175,14 +175,27 @@ class Pykraft(System):
     name = "pykraft"
     election_marker = b'"election_started"'
 
-    def __init__(self, root: Path, ports: list[int]) -> None:
+    def __init__(self, root: Path, ports: list[int], metrics_ports: list[int]) -> None:
         voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))
         procs = {}
+        self.metrics_ports = dict(zip((1, 2, 3), metrics_ports, strict=True))
         for i in (1, 2, 3):
             args = [sys.executable, __file__, "--pykraft-node", str(i), "--voters", voters]
+            args += ["--metrics-port", str(self.metrics_ports[i])]
             procs[i] = Proc([*args, "--data-dir", str(root / f"pykraft{i}")], root / f"pykraft{i}.log")
         super().__init__({i: f"127.0.0.1:{ports[i - 1]}" for i in (1, 2, 3)}, procs)
         self.requests: dict[float, bytes] = {}
+
+    def commit_stages(self) -> dict[int, dict[str, float]]:
+        """Each node's summed commit stage times and sample counts (quorum/raft/hops.py), from its /metrics:
+        ``{node: {"leader/written": seconds, ..., "leader/samples": n, "follower/flushed": ..., ...}}``."""
+        import urllib.request
+
+        out: dict[int, dict[str, float]] = {}
+        for i, port in self.metrics_ports.items():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                out[i] = parse_stage_metrics(r.read().decode())
+        return out
 
     async def open(self) -> None:
         from quorum.transport.pb import quorum_pb2 as pb
@@ -272,6 +285,20 @@ class Echo(System):
 # -- the child processes --------------------------------------------------------------------------------------------
 
 
+def parse_stage_metrics(text: str) -> dict[str, float]:
+    """``side/stage`` -> summed seconds and ``side/samples`` -> count, from a node's Prometheus text."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("pykraft_raft_commit_stage_") or "{" not in line:
+            continue
+        name, _, value = line.rpartition(" ")
+        labels = dict(kv.split("=", 1) for kv in name[name.index("{") + 1 : name.rindex("}")].split(","))
+        side = labels["side"].strip('"')
+        key = "samples" if name.startswith("pykraft_raft_commit_stage_samples") else labels["stage"].strip('"')
+        out[f"{side}/{key}"] = float(value)
+    return out
+
+
 def pykraft_node_main(args: argparse.Namespace) -> int:
     """A quorum node (no controller) with AppendRecords opened; every other setting is the default."""
     import faulthandler
@@ -288,6 +315,7 @@ def pykraft_node_main(args: argparse.Namespace) -> int:
         data_dir=Path(args.data_dir),
         cluster_id="peers-bench",
         raw_appends=True,
+        metrics_port=args.metrics_port,
     )
     return run_loop(serve(settings, with_controller=False))
 
@@ -317,6 +345,7 @@ def main() -> int:
     p.add_argument("--pykraft-node", type=int)
     p.add_argument("--voters")
     p.add_argument("--data-dir")
+    p.add_argument("--metrics-port", type=int)
     p.add_argument("--echo-server", type=int)
     args = p.parse_args()
     if args.pykraft_node:

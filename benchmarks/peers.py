@@ -256,12 +256,18 @@ async def _measure(args: argparse.Namespace, systems: list[System], echo: Echo, 
         out.say(f"{s.name}: ready; warm-up {errors_text(warmup[s.name])}")
     elections0 = {s.name: s.elections() for s in systems}
     seq: dict[str, list[Tally]] = {s.name: [] for s in systems}
+    stages: dict[int, dict[str, float]] = {}  # pykraft's commit stage sums over the sequential rounds, per node
     tput: dict[tuple[str, int], list[tuple[Tally, float, float]]] = {}
     for r in range(args.rounds):
         order = systems if r % 2 == 0 else systems[::-1]
         for s in order:
+            before = s.commit_stages() if isinstance(s, Pykraft) else {}
             t = await sequential(s, args.writes)
             seq[s.name].append(t)
+            for node, sums in (s.commit_stages() if isinstance(s, Pykraft) else {}).items():
+                for key, value in sums.items():
+                    stages.setdefault(node, {}).setdefault(key, 0.0)
+                    stages[node][key] += value - before[node].get(key, 0.0)
             out.say(
                 f"round {r + 1} {s.name:>7} sequential: p50 {t.percentile(50):.2f} ms, p99 {t.percentile(99):.2f} ms,"
                 f" {errors_text(t.summary())}"
@@ -309,6 +315,8 @@ async def _measure(args: argparse.Namespace, systems: list[System], echo: Echo, 
             **{f"failover_{kind}": failover_part(trials.get((s.name, kind), [])) for kind in ("kill9", "sigstop")},
             "elections_outside_trials": outside,
         }
+        if isinstance(s, Pykraft):
+            report[s.name]["commit_hops"] = commit_hops(stages, report[s.name]["sequential"]["mean_ms"])
     report[echo.name] = {
         "warmup": warmup[echo.name],
         "throughput_64": throughput_part(echo.name, 64),
@@ -335,6 +343,57 @@ def failover_part(trials: list[dict[str, Any]]) -> dict[str, Any]:
         "elections": [t["elections"] for t in trials],
         "heal_s": [t["heal_s"] for t in trials],
     }
+
+
+def commit_hops(stages: dict[int, dict[str, float]], total_ms: float) -> dict[str, float]:
+    """Mean ms of each hop of a sequential commit, from the nodes' stage sums (quorum/raft/hops.py): the leader's
+    (the node that traced appends) from append to each stage, its followers' from fetched records to each stage."""
+    if not stages or not any(n.get("leader/samples") for n in stages.values()):
+        return {}
+    leader = max(stages, key=lambda i: stages[i].get("leader/samples", 0.0))
+    lead = stages[leader]
+    n = lead["leader/samples"]
+    at = {k: 1000 * lead[f"leader/{k}"] / n for k in ("written", "flushed", "replicated", "committed")}
+    others = [v for i, v in stages.items() if i != leader]
+    fn = sum(v.get("follower/samples", 0.0) for v in others)
+    f_at = {
+        k: 1000 * sum(v.get(f"follower/{k}", 0.0) for v in others) / fn if fn else math.nan
+        for k in ("flushed", "fetch_sent")
+    }
+    return {
+        "traced_appends": n,
+        "client_call_ms": total_ms - at["committed"],
+        "leader_batch_written_ms": at["written"],
+        "leader_fsync_done_ms": at["flushed"],
+        "follower_acknowledged_ms": at["replicated"],
+        "follower_write_fsync_ms": f_at["flushed"],
+        "follower_fetch_sent_ms": f_at["fetch_sent"] - f_at["flushed"],
+        "transport_both_ways_ms": at["replicated"] - at["written"] - f_at["fetch_sent"],
+        "commit_after_ack_ms": at["committed"] - max(at["replicated"], at["flushed"]),
+    }
+
+
+HOP_LINES = (
+    ("client_call_ms", "client -> leader -> client: gRPC call, handler, answer (mean total - leader's part)"),
+    ("leader_batch_written_ms", "leader: append -> its batch in the log"),
+    ("leader_fsync_done_ms", "leader: append -> its own fsync done (beside the follower's round)"),
+    ("follower_acknowledged_ms", "leader: append -> a follower's fetch says it holds it durably"),
+    ("follower_write_fsync_ms", "   follower: fetched records -> written and fsync'd"),
+    ("follower_fetch_sent_ms", "   follower: fsync done -> next fetch sent"),
+    ("transport_both_ways_ms", "   the rest: the fetch answer out and the fetch back (transport, both loops)"),
+    ("commit_after_ack_ms", "leader: acknowledged -> committed (high watermark, waiter settled)"),
+)
+
+
+def print_hops(hops: dict[str, float], total_ms: float, out: Report) -> None:
+    if not hops:
+        return
+    out.say(
+        f"\npykraft sequential commit, where the mean {total_ms:.2f} ms goes ({hops['traced_appends']:,.0f} appends "
+        "traced on the leader; stages from quorum/raft/hops.py via /metrics):"
+    )
+    for key, text in HOP_LINES:
+        out.say(f"  {text:<86} {hops[key]:6.2f} ms")
 
 
 def print_table(report: dict[str, Any], has_etcd: bool, etcd_name: str, out: Report) -> None:
@@ -455,11 +514,11 @@ def run_parent(args: argparse.Namespace) -> int:
     if binary is None:
         out.say(etcd.NOT_INSTALLED)
         out.say("measuring pykraft alone (no ratios)")
-    ports = free_ports(10)
+    ports = free_ports(13)
     systems: list[System] = []
     if binary is not None:
         systems.append(etcd.Etcd(binary, root, ports[0:3], ports[3:6]))
-    systems.append(Pykraft(root, ports[6:9]))
+    systems.append(Pykraft(root, ports[6:9], ports[10:13]))
     echo = Echo(root, ports[9])
     etcd_name = f"etcd {systems[0].version}" if binary is not None else "etcd"  # type: ignore[attr-defined]
     out.say(
@@ -489,6 +548,7 @@ def run_parent(args: argparse.Namespace) -> int:
             shutil.rmtree(root, ignore_errors=True)
     figures = report["systems"]
     print_table(figures, binary is not None, etcd_name, out)
+    print_hops(figures["pykraft"].get("commit_hops", {}), figures["pykraft"]["sequential"]["mean_ms"], out)
     print_failures(figures, [*(s.name for s in systems), echo.name], out)
     p, echo_rate = figures["pykraft"], figures[echo.name]["throughput_64"]["ops_per_s"]
     report["ratios"] = {

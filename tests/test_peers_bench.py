@@ -140,3 +140,27 @@ def test_ratios_by_round() -> None:
         peers.by_round_ratios({"rounds_ops_per_s": [1.0]}, {"rounds_ops_per_s": [1.0, 2.0]})
     assert peers.fmt_ratio(1.0, 0.0) == "-" and peers.fmt_ratio(3.0, 2.0) == "1.50x"
     assert peers.fmt_ms(math.inf) == "gave up" and peers.fmt_ms(1234.4) == "1,234" and peers.fmt_ms(2.346) == "2.35"
+
+
+def test_stage_metrics_are_parsed_and_turned_into_hops() -> None:
+    text = "\n".join(
+        [
+            "# HELP pykraft_raft_commit_stage_seconds_total x",
+            'pykraft_raft_commit_stage_seconds_total{node_id="1",side="leader",stage="written"} 0.01',
+            'pykraft_raft_commit_stage_seconds_total{node_id="1",side="leader",stage="flushed"} 0.8',
+            'pykraft_raft_commit_stage_seconds_total{node_id="1",side="leader",stage="replicated"} 1.2',
+            'pykraft_raft_commit_stage_seconds_total{node_id="1",side="leader",stage="committed"} 1.3',
+            'pykraft_raft_commit_stage_samples_total{node_id="1",side="leader"} 1000.0',
+            'pykraft_raft_commit_stage_samples_total{node_id="1",side="follower"} 0.0',
+        ]
+    )
+    leader = cluster.parse_stage_metrics(text)
+    assert leader["leader/replicated"] == 1.2 and leader["leader/samples"] == 1000.0
+    follower = {"follower/flushed": 0.7, "follower/fetch_sent": 0.75, "follower/samples": 1000.0, "leader/samples": 0}
+    hops = peers.commit_hops({1: leader, 2: follower, 3: dict(follower)}, total_ms=2.5)
+    assert hops["client_call_ms"] == pytest.approx(1.2)  # 2.5 - 1.3
+    assert hops["follower_write_fsync_ms"] == pytest.approx(0.7)
+    assert hops["follower_fetch_sent_ms"] == pytest.approx(0.05)
+    assert hops["transport_both_ways_ms"] == pytest.approx(1.2 - 0.01 - 0.75)
+    assert hops["commit_after_ack_ms"] == pytest.approx(0.1)
+    assert peers.commit_hops({}, 2.5) == {}
