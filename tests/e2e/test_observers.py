@@ -254,13 +254,21 @@ def late(env: Env) -> Late:
 
 def test_a_late_broker_starts_from_the_leaders_snapshot(env: Env, late: Late) -> None:
     log_path = late.broker.log_path
-    (installed,) = events(log_path, "snapshot_installed")
+    installs = events(log_path, "snapshot_installed")
     (opened,) = events(log_path, "metadata_observer_started")
     assert opened["log_end_offset"] == 0  # an empty metadata dir: all it has came through the leader
-    end = end_offset(installed["snapshot"])
-    assert end > 0 and installed["new_end"] == end, installed
+    assert installs, late.broker.log()
+    # Usually one install. The leader may finish a newer snapshot (and clean its log below it) while the broker
+    # fetches the older one: the broker's next fetch is then below the log start, and it installs the newer one
+    # on top (seen once in CI: 15033-1, then 20035-1 a tenth of a second later). Each goes past what it had.
+    previous_end = 0
+    for installed in installs:
+        end = end_offset(installed["snapshot"])
+        assert previous_end <= installed["old_end"] < end == installed["new_end"], installs
+        previous_end = end
     (caught_up,) = wait_event(log_path, "metadata_caught_up", lambda e: True)
-    assert caught_up["log_start_offset"] == end and caught_up["snapshots_installed"] == 1, caught_up
+    assert caught_up["log_start_offset"] == previous_end, caught_up
+    assert caught_up["snapshots_installed"] == len(installs), caught_up
 
 
 def test_a_late_broker_is_unfenced_only_once_caught_up(env: Env, late: Late) -> None:
