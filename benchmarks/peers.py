@@ -48,6 +48,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -126,20 +127,25 @@ async def throughput(system: System, in_flight: int, duration: float) -> tuple[T
     tally = Tally()
     stop_at = time.perf_counter() + duration
 
-    async def writer() -> None:
-        while time.perf_counter() < stop_at:
-            t = tally.sent()
-            w = await system.write(leader, WRITE_TIMEOUT_S)
-            now = tally.answered()
-            if w.ok:
-                tally.success((now - t) * 1000)
-            else:
-                tally.failure(w.error)
-                await asyncio.sleep(ATTEMPT_EVERY_S)
+    def writer() -> Awaitable[None]:
+        return keep_writing(system, leader, tally, WRITE_TIMEOUT_S, lambda: time.perf_counter() < stop_at)
 
     cpu, server_cpu = time.process_time(), system.cpu_seconds()
     await asyncio.gather(*(writer() for _ in range(in_flight)))
     return tally, ratio(time.process_time() - cpu, tally.elapsed), system.cpu_seconds() - server_cpu
+
+
+async def keep_writing(system: System, member: int, tally: Tally, timeout: float, going: Callable[[], bool]) -> None:
+    """Write to ``member`` one at a time while ``going()``; a failed write is counted, then retried a moment later."""
+    while going():
+        t = tally.sent()
+        w = await system.write(member, timeout)
+        now = tally.answered()
+        if w.ok:
+            tally.success((now - t) * 1000)
+        else:
+            tally.failure(w.error)
+            await asyncio.sleep(ATTEMPT_EVERY_S)
 
 
 async def failover_trial(system: System, sig: int) -> dict[str, Any]:
@@ -153,16 +159,8 @@ async def failover_trial(system: System, sig: int) -> dict[str, Any]:
     first_ok: list[float] = []
     hint: int | None = None
 
-    async def before_writer() -> None:
-        while not stopped:
-            t = before.sent()
-            w = await system.write(leader, ATTEMPT_TIMEOUT_S)
-            now = before.answered()
-            if w.ok:
-                before.success((now - t) * 1000)
-            else:
-                before.failure(w.error)
-                await asyncio.sleep(ATTEMPT_EVERY_S)
+    def before_writer() -> Awaitable[None]:
+        return keep_writing(system, leader, before, ATTEMPT_TIMEOUT_S, lambda: not stopped)
 
     async def attempt(member: int) -> None:
         nonlocal hint
