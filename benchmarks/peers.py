@@ -109,15 +109,21 @@ async def sequential(system: System, writes: int) -> Tally:
     leader = await system.whole()
     tally = Tally()
     for _ in range(writes):
-        t = tally.sent()
-        w = await system.write(leader, WRITE_TIMEOUT_S)
-        now = tally.answered()
-        if w.ok:
-            tally.success((now - t) * 1000)
-        else:
-            tally.failure(w.error)
+        if not await timed_write(system, leader, tally, WRITE_TIMEOUT_S):
             leader = await system.whole()
     return tally
+
+
+async def timed_write(system: System, member: int, tally: Tally, timeout: float) -> bool:
+    """One write to ``member``, its latency or its error counted in ``tally``; True if it committed."""
+    t = tally.sent()
+    w = await system.write(member, timeout)
+    now = tally.answered()
+    if w.ok:
+        tally.success((now - t) * 1000)
+    else:
+        tally.failure(w.error)
+    return w.ok
 
 
 async def throughput(system: System, in_flight: int, duration: float) -> tuple[Tally, float, float]:
@@ -138,13 +144,7 @@ async def throughput(system: System, in_flight: int, duration: float) -> tuple[T
 async def keep_writing(system: System, member: int, tally: Tally, timeout: float, going: Callable[[], bool]) -> None:
     """Write to ``member`` one at a time while ``going()``; a failed write is counted, then retried a moment later."""
     while going():
-        t = tally.sent()
-        w = await system.write(member, timeout)
-        now = tally.answered()
-        if w.ok:
-            tally.success((now - t) * 1000)
-        else:
-            tally.failure(w.error)
+        if not await timed_write(system, member, tally, timeout):
             await asyncio.sleep(ATTEMPT_EVERY_S)
 
 
