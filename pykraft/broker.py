@@ -56,7 +56,7 @@ log = structlog.get_logger("pykraft.broker")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--broker-id", type=int, required=True)
+    p.add_argument("--broker-id", type=int, required=True, help="this broker's id (node.id), unique in the cluster")
     p.add_argument("--rack", help="broker.rack (default: none)")
     p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT]", help="controller nodes")
     p.add_argument("--listener", default=None, metavar="HOST:PORT", help="advertised PLAINTEXT listener")

@@ -6,7 +6,8 @@ import argparse
 import os
 import sys
 
-from pykraft.cli_common import OneLineErrorParser
+from pykraft.cli_common import SERVERS, OneLineErrorParser, add_bootstrap_arguments, positive_int, server_list
+from pykraft.logs import add_logging_arguments
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,12 +35,20 @@ def build_parser() -> argparse.ArgumentParser:
     from pykraft.node import add_node_arguments
 
     add_node_arguments(node)
+    add_logging_arguments(node)
 
     quorum_cmd = commands.add_parser("quorum", help="inspect a running quorum")
     quorum_sub = quorum_cmd.add_subparsers(dest="quorum_command", required=True, metavar="SUBCOMMAND")
-    qdesc = quorum_sub.add_parser("describe", help="leader, epoch, high watermark and each voter's lag")
-    qdesc.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="any node of the quorum")
-    qdesc.add_argument("--output", choices=("text", "json"), default="text")
+    qdesc = quorum_sub.add_parser(
+        "describe",
+        help="leader, epoch, high watermark and each voter's lag",
+        description="As kafka-metadata-quorum.sh describe: --status (the quorum), --replication (a row per voter "
+        "and observer); without either, both in one table.",
+    )
+    add_bootstrap_arguments(qdesc, help="nodes of the quorum (any one that answers; the leader is then asked)")
+    qdesc.add_argument("--status", action="store_true", help="ClusterId, LeaderId, ... CurrentObservers")
+    qdesc.add_argument("--replication", action="store_true", help="LogEndOffset, Lag, ... per voter and observer")
+    qdesc.add_argument("--output", choices=("text", "json"), default="text", help="text or one JSON object")
 
     snapshot = commands.add_parser("snapshot", help="take metadata snapshots (before maintenance, say)")
     snapshot_sub = snapshot.add_subparsers(dest="snapshot_command", required=True, metavar="SUBCOMMAND")
@@ -47,9 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
         "create", help="each listed node snapshots its own committed state now; prints the snapshot ids"
     )
     screate.add_argument(
-        "--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT]", help="the nodes (controllers or brokers)"
+        "--bootstrap-server", type=server_list, required=True, metavar=SERVERS, help="controllers or brokers"
     )
-    screate.add_argument("--timeout-ms", type=int, default=120_000, help="how long each node may take")
+    screate.add_argument("--timeout-ms", type=positive_int, default=120_000, help="how long each node may take")
 
     topics = commands.add_parser(
         "topics", help="create, alter, delete, describe and list topics (like kafka-topics.sh)"
@@ -81,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     from pykraft import broker as broker_mod
 
     broker_mod.add_arguments(broker)
+    add_logging_arguments(broker)
 
     cluster = commands.add_parser("cluster", help="a local cluster: up, down, describe, bootstrap")
     from pykraft import cluster as cluster_mod
@@ -97,6 +107,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit_cli.add_arguments(audit)
     return parser
+
+
+def _configure_logging(args: argparse.Namespace) -> None:
+    """Logging as ``--log-level``/``--log-file`` (or ``PYKRAFT_LOG_LEVEL``) say; a bad variable is a usage error."""
+    from pykraft.logs import configure_from, settings_from
+
+    try:
+        settings = settings_from(args)
+    except ValueError as e:
+        prog = f"pykraft {args.command}"
+        print(f"{prog}: error: {e} (see {prog} --help)", file=sys.stderr)
+        raise SystemExit(2) from None
+    configure_from(settings)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,15 +142,14 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
             return code
         if args.command == "node":
-            from pykraft.logs import configure_logging
             from pykraft.node import run as run_node
 
-            configure_logging()
+            _configure_logging(args)
             return run_node(args)
         if args.command == "quorum":
             from pykraft.quorum_cli import run as run_describe
 
-            return run_describe(args.bootstrap_server, args.output)
+            return run_describe(args)
         if args.command == "snapshot":
             from pykraft.snapshot_cli import run as run_snapshot
 
@@ -147,9 +169,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return reassign_cli.run(args)
         if args.command == "broker":
-            from pykraft.logs import configure_logging
-
-            configure_logging()
+            _configure_logging(args)
             return broker_mod.run(args)
         if args.command == "cluster":
             return cluster_mod.run(args)
@@ -171,6 +191,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
+    except OSError as e:  # a path or a resource the command could not use: one line, never a traceback
+        where = f" {e.filename}:" if e.filename else ""
+        print(f"pykraft {args.command}:{where} {e.strerror or e}", file=sys.stderr)
+        return 1
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -29,11 +29,82 @@ class UsageError(Exception):
     """A command line that cannot run: printed as one line, exit code 2."""
 
 
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, where it has one worth showing (not None, False or empty)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            action.option_strings
+            and default not in (None, False, argparse.SUPPRESS)
+            and default != []
+            and "default" not in text.lower()
+        ):
+            text += " (default: %(default)s)"
+        return text
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr (no usage dump, never a traceback), exit code 2."""
+    """argparse, but a usage error is one line on stderr (no usage dump, never a traceback), exit code 2; help
+    shows each option's default."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(USAGE_EXIT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+DEFAULT_CONNECT_TIMEOUT_MS = 5_000
+SERVERS = "HOST:PORT[,HOST:PORT]"
+
+
+def server_list(raw: str) -> list[str]:
+    """The ``--bootstrap-server`` value of every command: a comma list of HOST:PORT (argparse names the flag in
+    the error)."""
+    from pykraft.client import parse_bootstrap_servers
+
+    try:
+        return parse_bootstrap_servers(raw)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def positive_int(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_int(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def add_bootstrap_arguments(
+    p: argparse.ArgumentParser, *, required: bool = True, help: str = "controller nodes"
+) -> None:
+    """``--bootstrap-server`` (validated the same way everywhere) and ``--connect-timeout-ms``: how long a command
+    waits for any of the servers to answer before it says none is reachable."""
+    p.add_argument("--bootstrap-server", type=server_list, required=required, metavar=SERVERS, help=help)
+    p.add_argument(
+        "--connect-timeout-ms",
+        type=positive_int,
+        default=DEFAULT_CONNECT_TIMEOUT_MS,
+        metavar="MS",
+        help="give up when none of the servers answers within this time",
+    )
 
 
 def usage_failed(prog: str, error: UsageError) -> int:

@@ -174,14 +174,20 @@ def _local_partition_error(topic: str, partition: int) -> ApiError | None:
 
 
 def parse_bootstrap_servers(bootstrap: str | list[str]) -> list[str]:
+    """A comma list of ``host:port`` (IPv6 hosts in brackets: ``[::1]:9091``), checked as Kafka's clients check
+    ``bootstrap.servers``: a missing or out-of-range port is an error here, never a dial to port 0."""
     items = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
     servers = [s.strip() for s in items if s.strip()]
     if not servers:
-        raise ValueError("bootstrap_servers is empty")
+        raise ValueError("no server given: expected HOST:PORT[,HOST:PORT...]")
     for s in servers:
         host, colon, port = s.rpartition(":")
-        if not colon or not host or not port.isdigit():
-            raise ValueError(f"bootstrap server {s!r} is not host:port")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        elif ":" in host:
+            raise ValueError(f"{s!r}: put an IPv6 address in brackets, e.g. [::1]:9091")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{s!r} is not HOST:PORT with a port from 1 to 65535 (e.g. 127.0.0.1:9091)")
     return servers
 
 
@@ -194,8 +200,14 @@ class AdminClient:
         default_api_timeout_ms: int = 60_000,
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 1000,
+        connect_timeout_ms: int | None = None,
     ) -> None:
+        """``connect_timeout_ms``: give up a call after this long when no server has answered this client yet
+        ("no controller reachable at …"), instead of retrying dead endpoints until the call's deadline; None: the
+        call's deadline alone (a long-running agent that waits for its controllers to start)."""
         self.servers = parse_bootstrap_servers(bootstrap_servers)
+        self.connect_timeout_ms = connect_timeout_ms
+        self._answered = False  # has any server answered (anything, even NOT_CONTROLLER)?
         self.request_timeout_ms = request_timeout_ms
         self.default_api_timeout_ms = default_api_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
@@ -224,7 +236,8 @@ class AdminClient:
     async def _call(self, method: str, request: Any, timeout_ms: int | None = None) -> Any:
         """Send to the controller, following NOT_CONTROLLER hints and retrying transport failures, until the
         overall deadline. Returns the response (its own error_code may still be set: per-request errors)."""
-        deadline = time.monotonic() + (timeout_ms or self.default_api_timeout_ms) / 1000
+        started = time.monotonic()
+        deadline = started + (timeout_ms or self.default_api_timeout_ms) / 1000
         backoff = self.retry_backoff_ms / 1000
         candidates = list(self.servers)
         last_error = "no attempt made"
@@ -232,7 +245,17 @@ class AdminClient:
         while True:
             target = self._controller or candidates[tried % len(candidates)]
             tried += 1
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = deadline - now
+            if not self._answered and self.connect_timeout_ms is not None:
+                unreached = started + self.connect_timeout_ms / 1000 - now
+                if unreached <= 0:
+                    raise AdminError(
+                        f"no controller reachable at {','.join(self.servers)} within "
+                        f"{self.connect_timeout_ms / 1000:g} s ({last_error})",
+                        Errors.NETWORK_EXCEPTION,
+                    )
+                remaining = min(remaining, unreached)
             if remaining <= 0:
                 raise AdminError(
                     f"{method} did not succeed before its deadline: {last_error}", Errors.REQUEST_TIMED_OUT
@@ -246,8 +269,11 @@ class AdminClient:
                 if e.code() not in RETRIABLE_CODES:
                     raise AdminError(f"{method} to {target}: {e.code().name} {e.details()}") from None
                 last_error = f"{target}: {e.code().name}"
+                if e.code() == grpc.StatusCode.UNAVAILABLE and e.details():
+                    last_error += f" ({e.details().splitlines()[0][:120]})"
                 self._controller = None
             else:
+                self._answered = True
                 if response.error_code != Errors.NOT_CONTROLLER:
                     self._controller = target
                     return response
@@ -256,7 +282,8 @@ class AdminClient:
                 self._controller = hint if hint and hint != target else None
                 if self._controller is not None:
                     continue  # go straight to the controller it named
-            await asyncio.sleep(min(backoff * (0.8 + 0.4 * random.random()), max(0.0, deadline - time.monotonic())))
+            pause = min(backoff * (0.8 + 0.4 * random.random()), max(0.0, deadline - time.monotonic()))
+            await asyncio.sleep(pause)
             backoff = min(backoff * 2, self.retry_backoff_max_ms / 1000)
 
     @staticmethod

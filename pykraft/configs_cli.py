@@ -28,7 +28,7 @@ from controller.requests import (
     ConfigResourceType,
     ConfigSource,
 )
-from pykraft.cli_common import UsageError, describe_error, usage_failed
+from pykraft.cli_common import UsageError, add_bootstrap_arguments, describe_error, positive_int, usage_failed
 from pykraft.client import AdminClient, AdminError
 
 ENTITY_TYPES = {"topics": ConfigResourceType.TOPIC, "brokers": ConfigResourceType.BROKER}
@@ -41,7 +41,7 @@ _OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"  # kafka-configs.sh's: a separator not
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]", help="controller nodes. REQUIRED.")
+    add_bootstrap_arguments(p, required=False, help="controller nodes. REQUIRED.")
     p.add_argument("--entity-type", help="topics or brokers")
     p.add_argument("--entity-name", help="a topic name or a broker id")
     p.add_argument("--entity-default", action="store_true", help="the cluster-wide broker default (brokers only)")
@@ -55,7 +55,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--delete-config", action="append", default=[], metavar="K1,K2", help="config names to remove")
     p.add_argument("--output", choices=("text", "json"), default="text", help="for --describe")
-    p.add_argument("--timeout-ms", type=int, default=30_000)
+    p.add_argument(
+        "--timeout-ms", type=positive_int, default=30_000, metavar="MS", help="how long each request may take"
+    )
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -223,10 +225,9 @@ async def _run(args: argparse.Namespace) -> int:
     check_args(args)
     if args.alter:
         parse_configs_to_add(args.add_config)  # a usage error before any request
-    try:
-        admin = AdminClient(args.bootstrap_server, default_api_timeout_ms=args.timeout_ms)
-    except ValueError as e:
-        raise UsageError(f"--bootstrap-server: {e}") from None
+    admin = AdminClient(
+        args.bootstrap_server, default_api_timeout_ms=args.timeout_ms, connect_timeout_ms=args.connect_timeout_ms
+    )
     async with admin:
         return await (_alter if args.alter else _describe)(admin, args)
 

@@ -15,13 +15,20 @@ import sys
 from typing import Any
 
 from controller.requests import ElectionResult, ElectionType
-from pykraft.cli_common import UsageError, describe_error, exception_name, usage_failed
+from pykraft.cli_common import (
+    UsageError,
+    add_bootstrap_arguments,
+    describe_error,
+    exception_name,
+    positive_int,
+    usage_failed,
+)
 from pykraft.client import AdminClient, AdminError
 from quorum.errors import Errors
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]", help="controller nodes. REQUIRED.")
+    add_bootstrap_arguments(p, required=False, help="controller nodes. REQUIRED.")
     p.add_argument(
         "--election-type",
         type=str.lower,
@@ -37,8 +44,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help='partitions as JSON: {"partitions": [{"topic": "foo", "partition": 1}, ...]}',
     )
-    p.add_argument("--output", choices=("text", "json"), default="text")
-    p.add_argument("--timeout-ms", type=int, default=60_000)
+    p.add_argument("--output", choices=("text", "json"), default="text", help="how to print the results")
+    p.add_argument(
+        "--timeout-ms", type=positive_int, default=60_000, metavar="MS", help="how long the elections may take"
+    )
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -130,10 +139,9 @@ async def _run(args: argparse.Namespace) -> int:
         partitions = parse_election_file(args.path_to_json_file)
     elif args.topic is not None:
         partitions = [(args.topic, args.partition)]
-    try:
-        admin = AdminClient(args.bootstrap_server, default_api_timeout_ms=args.timeout_ms)
-    except ValueError as e:
-        raise UsageError(f"--bootstrap-server: {e}") from None
+    admin = AdminClient(
+        args.bootstrap_server, default_api_timeout_ms=args.timeout_ms, connect_timeout_ms=args.connect_timeout_ms
+    )
     async with admin:
         try:
             results = await admin.elect_leaders(election, partitions, timeout_ms=args.timeout_ms)

@@ -24,7 +24,16 @@ import grpc
 
 from controller.placement import PlacementError, StripedReplicaPlacer, UsableBroker
 from controller.requests import AlterableConfig, AlterConfigOp, AlterConfigsResource, ConfigResourceType
-from pykraft.cli_common import UsageError, describe_error, read_text_file, usage_failed
+from pykraft.cli_common import (
+    SERVERS,
+    UsageError,
+    add_bootstrap_arguments,
+    describe_error,
+    positive_int,
+    read_text_file,
+    server_list,
+    usage_failed,
+)
 from pykraft.client import AdminClient, AdminError, PartitionReassignment, TopicDescription
 from pykraft.reassign_files import (
     Move,
@@ -84,8 +93,10 @@ Endpoint = tuple[str, int]  # a broker's PLAINTEXT listener
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]", help="controller nodes")
-    p.add_argument("--bootstrap-controller", metavar="HOST:PORT", help="the same (Kafka's name); --cancel, --list")
+    add_bootstrap_arguments(p, required=False, help="controller nodes")
+    p.add_argument(
+        "--bootstrap-controller", type=server_list, metavar=SERVERS, help="the same (Kafka's name); --cancel, --list"
+    )
     p.add_argument("--generate", action="store_true", help="propose an assignment (it is not executed)")
     p.add_argument("--execute", action="store_true", help="start the reassignment of --reassignment-json-file")
     p.add_argument("--verify", action="store_true", help="status of a reassignment; once done, remove the throttles")
@@ -104,7 +115,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--replica-alter-log-dirs-throttle", type=int, metavar="BYTES/S", help="--execute: no effect (no log dirs)"
     )
-    p.add_argument("--timeout", type=int, metavar="MS", help="--execute/--cancel: request timeout (default 10000)")
+    p.add_argument(
+        "--timeout", type=positive_int, metavar="MS", help="--execute/--cancel: request timeout (default 10000)"
+    )
     p.add_argument("--additional", action="store_true", help="--execute while other reassignments are in progress")
     p.add_argument("--preserve-throttles", action="store_true", help="--verify/--cancel: leave the throttles alone")
     p.add_argument("--wait", action="store_true", help="--verify: follow the reassignment until it is done")
@@ -434,10 +447,7 @@ async def list_reassignments(admin: AdminClient, args: argparse.Namespace) -> in
 
 async def _run(args: argparse.Namespace) -> int:
     action = check_args(args)
-    try:
-        admin = AdminClient(args.bootstrap_server or args.bootstrap_controller)
-    except ValueError as e:
-        raise UsageError(f"--bootstrap-server: {e}") from None
+    admin = AdminClient(args.bootstrap_server or args.bootstrap_controller, connect_timeout_ms=args.connect_timeout_ms)
     handlers = {"generate": generate, "execute": execute, "verify": verify, "cancel": cancel}
     async with admin:
         return await handlers.get(action, list_reassignments)(admin, args)

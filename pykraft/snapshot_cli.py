@@ -10,7 +10,6 @@ import grpc
 
 from pykraft.api import controller_pb2 as pb
 from pykraft.api import controller_pb2_grpc as pb_grpc
-from pykraft.client import parse_bootstrap_servers
 from quorum.errors import Errors
 
 
@@ -20,12 +19,7 @@ async def create(target: str, timeout_ms: int) -> pb.CreateSnapshotResponse:
         return await stub.CreateSnapshot(pb.CreateSnapshotRequest(timeout_ms=timeout_ms), timeout=timeout_ms / 1000 + 5)
 
 
-def run(bootstrap: str, timeout_ms: int) -> int:
-    try:
-        targets = parse_bootstrap_servers(bootstrap)
-    except ValueError as e:
-        print(f"pykraft: --bootstrap-server: {e}", file=sys.stderr)
-        return 2
+def run(targets: list[str], timeout_ms: int) -> int:
     failed = 0
     for target in targets:
         try:

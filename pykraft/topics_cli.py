@@ -14,7 +14,14 @@ import sys
 from typing import Any
 
 from controller.requests import ConfigResource, ConfigResourceType
-from pykraft.cli_common import UsageError, is_literal_topic, matching_topics, usage_failed
+from pykraft.cli_common import (
+    UsageError,
+    add_bootstrap_arguments,
+    is_literal_topic,
+    matching_topics,
+    positive_int,
+    usage_failed,
+)
 from pykraft.client import AdminClient, AdminError, NewPartitions, NewTopic, PartitionInfo, TopicDescription
 from quorum.errors import Errors
 
@@ -24,14 +31,14 @@ REPORTS = ("under_replicated_partitions", "unavailable_partitions", "under_min_i
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT]", help="controller nodes")
+    add_bootstrap_arguments(p)
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--create", action="store_true", help="create a topic")
     action.add_argument("--alter", action="store_true", help="raise the partition count (and assign new partitions)")
     action.add_argument("--delete", action="store_true", help="delete the topics --topic matches")
     action.add_argument("--describe", action="store_true", help="describe the topics --topic matches, or all")
     action.add_argument("--list", action="store_true", help="list topic names")
-    p.add_argument("--topic", help="the topic; a regular expression for --alter, --delete and --describe")
+    p.add_argument("--topic", help="the topic; a regular expression for --alter, --delete, --describe and --list")
     p.add_argument("--partitions", type=int, help="partition count to create with, or to raise to with --alter")
     p.add_argument("--replication-factor", type=int, help="replicas per partition (default.replication.factor)")
     p.add_argument(
@@ -48,7 +55,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--under-min-isr-partitions", action="store_true", help="--describe: ISR below min.insync.replicas")
     p.add_argument("--at-min-isr-partitions", action="store_true", help="--describe: ISR at min.insync.replicas")
     p.add_argument("--output", choices=("text", "json"), default="text", help="for --describe and --list")
-    p.add_argument("--timeout-ms", type=int, default=30_000)
+    p.add_argument(
+        "--timeout-ms", type=positive_int, default=30_000, metavar="MS", help="how long each request may take"
+    )
 
 
 def _action(args: argparse.Namespace) -> str:
@@ -309,14 +318,15 @@ def _partition_line(topic: str, p: PartitionInfo) -> str:
 
 async def _run(args: argparse.Namespace) -> int:
     check_args(args)
-    try:
-        admin = AdminClient(args.bootstrap_server, default_api_timeout_ms=args.timeout_ms)
-    except ValueError as e:
-        raise UsageError(f"--bootstrap-server: {e}") from None
+    admin = AdminClient(
+        args.bootstrap_server, default_api_timeout_ms=args.timeout_ms, connect_timeout_ms=args.connect_timeout_ms
+    )
     async with admin:
         action = _action(args)
         if action == "list":
             names = await admin.list_topics(args.timeout_ms)
+            if args.topic:
+                names = matching_topics(names, args.topic)
             print(json.dumps(names) if args.output == "json" else "\n".join(names))
             return 0
         handler = {"create": _create, "alter": _alter, "delete": _delete, "describe": _describe}[action]

@@ -126,15 +126,64 @@ async def test_describe_without_a_reachable_leader_reports_the_bootstrap_view(qu
 
 
 def test_describe_unreachable_bootstrap_server() -> None:
-    (port,) = free_ports(1)
+    """Every server dead: one line naming them, after --connect-timeout-ms (not at once, not after 30 s)."""
+    a, b = free_ports(2)
     started = time.monotonic()
-    result = pykraft("quorum", "describe", "--bootstrap-server", f"127.0.0.1:{port}")
+    servers = f"127.0.0.1:{a},127.0.0.1:{b}"
+    result = pykraft("quorum", "describe", "--bootstrap-server", servers, "--connect-timeout-ms", "1500")
     took = time.monotonic() - started
     assert result.returncode == 1, result
     assert result.stdout == ""
     message = one_line_error(result.stderr)
-    assert message.startswith(f"pykraft: cannot reach 127.0.0.1:{port}: UNAVAILABLE"), message
-    assert took < 10, f"took {took:.1f} s"
+    assert message.startswith(f"pykraft quorum describe: no controller reachable at {servers} within 1.5 s"), message
+    assert "UNAVAILABLE" in message, message
+    assert 1.5 <= took < 8, f"took {took:.1f} s"
+
+
+async def test_describe_status_and_replication_as_kafka_metadata_quorum(quiet_cluster: Cluster) -> None:
+    """--status and --replication print kafka-metadata-quorum.sh's blocks; a dead first server in the comma list
+    is skipped."""
+    cluster = quiet_cluster
+    leader, epoch, end = await commit_some(cluster)
+    (dead,) = free_ports(1)
+    follower = next(n for n in cluster.nodes if n != leader)
+    servers = f"127.0.0.1:{dead},{cluster.nodes[follower].address}"
+    status = pykraft("quorum", "describe", "--bootstrap-server", servers, "--status")
+    assert status.returncode == 0, status.stderr
+    fields = {k: v.strip() for k, _, v in (line.partition(":") for line in status.stdout.splitlines())}
+    assert list(fields) == [
+        "ClusterId",
+        "LeaderId",
+        "LeaderEpoch",
+        "HighWatermark",
+        "MaxFollowerLag",
+        "MaxFollowerLagTimeMs",
+        "CurrentVoters",
+        "CurrentObservers",
+    ], status.stdout
+    assert (fields["LeaderId"], fields["LeaderEpoch"], fields["HighWatermark"]) == (str(leader), str(epoch), str(end))
+    assert fields["MaxFollowerLag"] == "0" and 0 <= int(fields["MaxFollowerLagTimeMs"]) < 2000, fields
+    assert fields["CurrentVoters"] == "[" + ",".join(map(str, sorted(cluster.nodes))) + "]", fields
+    assert fields["CurrentObservers"] == "[]", fields
+
+    before_ms = time.time() * 1000
+    replication = pykraft("quorum", "describe", "--bootstrap-server", servers, "--replication")
+    assert replication.returncode == 0, replication.stderr
+    header, *rows = [line.split() for line in replication.stdout.splitlines()]
+    assert header == ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"]
+    assert sorted(int(r[0]) for r in rows) == sorted(cluster.nodes), rows
+    for node_id, log_end, lag, fetched, caught_up, state in rows:
+        assert state == ("Leader" if int(node_id) == leader else "Follower"), rows
+        assert (int(log_end), int(lag)) == (end, 0), rows
+        assert before_ms - 5000 < int(fetched) <= time.time() * 1000 and caught_up == fetched, rows
+
+
+def test_bootstrap_server_values_are_checked_before_dialling() -> None:
+    for bad, why in (("127.0.0.1", "not HOST:PORT"), ("127.0.0.1:0", "port from 1 to 65535"), (",", "no server")):
+        result = pykraft("quorum", "describe", "--bootstrap-server", bad)
+        assert result.returncode == 2, result
+        message = one_line_error(result.stderr)
+        assert "argument --bootstrap-server" in message and why in message, message
 
 
 # -- pykraft node: refusing to start -------------------------------------------------------------------------------
