@@ -1,18 +1,22 @@
 """``pykraft cluster up | down | describe | bootstrap``: a local cluster on loopback.
 
-``up`` starts 3 controller nodes and 6 broker agents over 3 racks (by default) as background processes, data and
-logs under ``--data-dir`` (./data), waits until a controller leads and every broker is unfenced, and returns,
-printing the bootstrap servers. Each broker replicates the metadata log as a Raft observer into its own
-``broker-<id>/metadata`` directory (and is unfenced once it has caught up with its registration). Ports 9091.. are
-used when free, otherwise free ones are chosen. ``cluster.json`` in the data directory records what was started, so
-``down`` stops exactly those processes (by PID, checked against their command line) — brokers first (controlled
-shutdown), then controllers (the leader resigns).
+``up`` starts 3 controller nodes and 6 broker agents over 3 racks (by default) as background processes, data under
+``--data-dir`` (./data) and their logs in its ``logs/`` folder (``*.out``: nothing there looks like a log segment),
+waits until a controller leads and every broker is unfenced, and returns, printing the bootstrap servers. If the
+cluster does not become healthy in time, ``up`` stops every process it started and says so. Each broker replicates
+the metadata log as a Raft observer into its own ``broker-<id>/metadata`` directory (and is unfenced once it has
+caught up with its registration). Controller ports 9091.. are used when free, otherwise free ones are chosen (and
+``up`` says so); a restart reuses every port of the previous run (controllers, brokers, metrics) where free, so
+scrape targets stay put. ``cluster.json`` in the data directory records what was started, so ``down`` stops
+exactly those processes (by PID, checked against their command line) — brokers first (controlled shutdown), then
+controllers (the leader resigns).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -22,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from pykraft.cli_common import add_bootstrap_arguments, non_negative_int, positive_int
 from pykraft.client import AdminClient, AdminError
 from pykraft.testing import free_ports
 from quorum.fault import FATAL_EVENT, FATAL_EXIT_CODE
@@ -31,16 +36,29 @@ from quorum.log.meta_properties import META_PROPERTIES, read_properties
 STATE_FILE = "cluster.json"
 STOPPED_FILE = "cluster.stopped.json"  # what `down` stopped: `up` restarts on its ports (the voter set names them)
 DEFAULT_PORTS = (9091, 9092, 9093)
+LOGS_DIR = "logs"  # each process's output: logs/controller-1.out, logs/broker-101.out
+
+
+def positive_seconds(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {raw}")
+    return value
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="cluster_command", required=True, metavar="SUBCOMMAND")
     up = sub.add_parser("up", help="start a local cluster in the background")
-    up.add_argument("--data-dir", default="./data")
-    up.add_argument("--controllers", type=int, default=3)
-    up.add_argument("--brokers", type=int, default=6)
-    up.add_argument("--racks", type=int, default=3)
-    up.add_argument("--timeout", type=float, default=60, help="seconds to wait for the cluster to be healthy")
+    up.add_argument("--data-dir", default="./data", help="where the nodes' data and logs/ go")
+    up.add_argument("--controllers", type=positive_int, default=3, help="controller nodes (Raft voters)")
+    up.add_argument("--brokers", type=non_negative_int, default=6, help="broker agents (Raft observers)")
+    up.add_argument("--racks", type=positive_int, default=3, help="racks the brokers are spread over")
+    up.add_argument(
+        "--timeout", type=positive_seconds, default=60, help="seconds to wait for the cluster to be healthy"
+    )
     up.add_argument(
         "--produce-rate",
         type=float,
@@ -64,13 +82,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="bytes per second each broker may append as a follower (default: unlimited)",
     )
     down = sub.add_parser("down", help="stop the local cluster started in --data-dir")
-    down.add_argument("--data-dir", default="./data")
+    down.add_argument("--data-dir", default="./data", help="the directory `cluster up` was given")
     boot = sub.add_parser("bootstrap", help="print the bootstrap servers of the cluster in --data-dir")
-    boot.add_argument("--data-dir", default="./data")
-    desc = sub.add_parser("describe", help="brokers, racks, fencing and the controller")
-    desc.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="default: the cluster in --data-dir")
-    desc.add_argument("--data-dir", default="./data")
-    desc.add_argument("--output", choices=("text", "json"), default="text")
+    boot.add_argument("--data-dir", default="./data", help="the directory `cluster up` was given")
+    desc = sub.add_parser("describe", help="controllers (processes, ports), brokers, racks, fencing")
+    add_bootstrap_arguments(desc, required=False, help="controller nodes (default: the cluster in --data-dir)")
+    desc.add_argument("--data-dir", default="./data", help="the directory `cluster up` was given")
+    desc.add_argument("--output", choices=("text", "json"), default="text", help="text or one JSON object")
 
 
 def _port_free(port: int) -> bool:
@@ -128,31 +146,103 @@ def _spawn(args: list[str], log_path: Path) -> int:
     return proc.pid
 
 
+class PortPlan:
+    """The ports of a cluster run: the previous run's where still free (the voter set and scrape targets stay
+    put), the defaults where asked, else ports free now; never the same port twice."""
+
+    def __init__(self) -> None:
+        self.taken: set[int] = set()
+
+    def _fresh(self, n: int) -> list[int]:
+        ports: list[int] = []
+        while len(ports) < n:
+            ports += [p for p in free_ports(n - len(ports)) if p not in self.taken and p not in ports]
+        return ports
+
+    def choose(self, n: int, previous: list[int] | None, default: list[int] | None = None) -> list[int]:
+        for wanted in (previous, default):
+            if wanted and len(wanted) == n and not set(wanted) & self.taken and all(map(_port_free, wanted)):
+                self.taken.update(wanted)
+                return list(wanted)
+        ports = self._fresh(n)
+        self.taken.update(ports)
+        return ports
+
+
+def _previous(previous: dict | None, group: str, key: str) -> list[int] | None:
+    if not previous:
+        return None
+    try:
+        return [int(p[key]) for p in previous[group]]
+    except (KeyError, TypeError, ValueError):
+        return None  # a cluster.json from an older pykraft: no such port recorded
+
+
+def _stop(pids: list[int], data_dir: Path, grace_s: float = 20) -> list[int]:
+    """SIGTERM our processes (checked by command line), SIGKILL what is left after ``grace_s``; returns the PIDs
+    still alive after that (none, normally)."""
+    pids = [pid for pid in pids if _alive(pid, data_dir)]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while any(_alive(pid, data_dir) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in pids:
+        if _alive(pid, data_dir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    time.sleep(0.1)
+    return [pid for pid in pids if _alive(pid, data_dir)]
+
+
+def _prepare(data_dir: Path) -> str | None:
+    """Make the data directory and its logs folder; a one-line reason when that cannot be done."""
+    if data_dir.exists() and not data_dir.is_dir():
+        return f"--data-dir {data_dir}: exists and is not a directory"
+    try:
+        (data_dir / LOGS_DIR).mkdir(parents=True, exist_ok=True)
+        probe = data_dir / ".pykraft-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        return f"--data-dir {data_dir}: {e.strerror or e}"
+    return None
+
+
 def up(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir).resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    problem = _prepare(data_dir)
+    if problem:
+        print(f"pykraft cluster up: {problem}", file=sys.stderr)
+        return 1
     state = _state(data_dir)
     if state and _running(state, data_dir):
         print(f"A cluster is already running from {data_dir}.")
         print(f"Bootstrap servers: {state['bootstrap']}")
         return 0
-    if args.controllers < 1 or args.brokers < 0 or args.racks < 1:
-        print("pykraft cluster up: --controllers and --racks must be at least 1", file=sys.stderr)
-        return 2
     n = args.controllers
     previous = state or _state(data_dir, STOPPED_FILE)
     # The cluster id is chosen once and kept: the nodes' data is formatted for it, whatever ports they get later.
     cluster_id = (previous or {}).get("cluster_id") or _formatted_cluster_id(data_dir) or str(Uuid.random())
-    if previous and len(previous["controllers"]) == n and all(_port_free(c["port"]) for c in previous["controllers"]):
-        ports = [c["port"] for c in previous["controllers"]]  # restart on the ports the data was made with
-    elif n <= len(DEFAULT_PORTS) and all(_port_free(p) for p in DEFAULT_PORTS[:n]):
-        ports = list(DEFAULT_PORTS[:n])
-    else:
-        ports = free_ports(n)
-    metrics = free_ports(n)
+    plan = PortPlan()
+    before = _previous(previous, "controllers", "port")
+    defaults = list(DEFAULT_PORTS[:n]) if n <= len(DEFAULT_PORTS) else None
+    ports = plan.choose(n, before, defaults)
+    wanted = before if before and len(before) == n else defaults
+    if wanted and ports != wanted:
+        what = "the previous run's ports" if wanted == before else "the default ports"
+        print(
+            f"note: {what} {','.join(map(str, wanted))} are in use; the controllers listen on "
+            f"{','.join(map(str, ports))} instead"
+        )
+    metrics = plan.choose(n, _previous(previous, "controllers", "metrics_port"))
+    broker_ports = plan.choose(args.brokers, _previous(previous, "brokers", "port"))
+    broker_metrics = plan.choose(args.brokers, _previous(previous, "brokers", "metrics_port"))
     voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))
     bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
     py = [sys.executable, "-m", "pykraft"]
+    logs = data_dir / LOGS_DIR
     controllers = []
     for i, (port, mport) in enumerate(zip(ports, metrics, strict=True)):
         node_dir = data_dir / f"controller-{i + 1}"
@@ -174,7 +264,7 @@ def up(args: argparse.Namespace) -> int:
             "--override",
             "num.partitions=3",
         ]
-        log_path = data_dir / f"controller-{i + 1}.log"
+        log_path = logs / f"controller-{i + 1}.out"
         pid = _spawn(args_, log_path)
         controllers.append(
             {
@@ -187,8 +277,6 @@ def up(args: argparse.Namespace) -> int:
             }
         )
     brokers = []
-    broker_ports = free_ports(args.brokers) if args.brokers else []
-    broker_metrics = free_ports(args.brokers) if args.brokers else []
     broker_options = ["--initial-partition-bytes", str(args.initial_partition_bytes)]
     if args.disk_rate is not None:
         broker_options += ["--disk-rate", str(args.disk_rate)]
@@ -223,7 +311,8 @@ def up(args: argparse.Namespace) -> int:
             str(broker_metrics[j]),
             *broker_options,
         ]
-        pid = _spawn(args_, data_dir / f"broker-{broker_id}.log")
+        log_path = logs / f"broker-{broker_id}.out"
+        pid = _spawn(args_, log_path)
         brokers.append(
             {
                 "id": broker_id,
@@ -232,6 +321,7 @@ def up(args: argparse.Namespace) -> int:
                 "port": broker_ports[j],
                 "metrics_port": broker_metrics[j],
                 "metadata_dir": str(metadata_dir),
+                "log": str(log_path),
             }
         )
     state = {
@@ -246,11 +336,32 @@ def up(args: argparse.Namespace) -> int:
     try:
         controller_id = asyncio.run(_wait_healthy(bootstrap, args.brokers, args.timeout))
     except TimeoutError as e:
-        print(f"pykraft cluster up: {e}; logs are in {data_dir}", file=sys.stderr)
+        print(f"pykraft cluster up: {e}", file=sys.stderr)
+        for c in controller_states(state, data_dir):
+            if c["state"] != "running":
+                print(f"  {_controller_line(c)}", file=sys.stderr)
+        # Nothing half-started is left behind: stop what this run started (brokers first), keep data and logs.
+        started = [p["pid"] for p in brokers] + [p["pid"] for p in controllers]
+        left = _stop([p["pid"] for p in brokers], data_dir, grace_s=5) + _stop(
+            [p["pid"] for p in controllers], data_dir, grace_s=5
+        )
+        (data_dir / STATE_FILE).replace(data_dir / STOPPED_FILE)
+        if left:
+            print(
+                f"pykraft cluster up: stopped {len(started) - len(left)} of the {len(started)} processes it started; "
+                f"still running: PIDs {' '.join(map(str, left))} (kill them with: kill {' '.join(map(str, left))})",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                f"pykraft cluster up: stopped the {len(started)} processes it started; data kept in {data_dir}, "
+                f"their output in {logs}",
+                file=sys.stderr,
+            )
         return 1
     print(
         f"Cluster is up: {n} controllers (active: node {controller_id}), {args.brokers} brokers over "
-        f"{min(args.racks, max(args.brokers, 1))} racks; data and logs in {data_dir}"
+        f"{min(args.racks, max(args.brokers, 1))} racks; data in {data_dir}, logs in {logs}"
     )
     print(f"Bootstrap servers: {bootstrap}")
     print("Metrics: " + ", ".join(f"http://127.0.0.1:{m}/metrics" for m in metrics))
@@ -269,8 +380,9 @@ async def _wait_healthy(bootstrap: str, brokers: int, timeout: float) -> int:
     last = "no answer yet"
     async with AdminClient(bootstrap, request_timeout_ms=2000, default_api_timeout_ms=3000) as admin:
         while time.monotonic() < deadline:
-            try:
-                cluster = await admin.describe_cluster()
+            try:  # no call outlives --timeout
+                remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
+                cluster = await admin.describe_cluster(min(3000, remaining_ms))
                 unfenced = sum(1 for b in cluster.brokers if not b.fenced)
                 if unfenced >= brokers:
                     return cluster.controller_id
@@ -287,16 +399,11 @@ def down(args: argparse.Namespace) -> int:
     if state is None:
         print(f"No cluster state in {data_dir} ({STATE_FILE} missing): nothing to stop.")
         return 0
+    left = []
     for group in ("brokers", "controllers"):  # brokers first: controlled shutdown needs a controller
-        pids = [p["pid"] for p in state[group] if _alive(p["pid"], data_dir)]
-        for pid in pids:
-            os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        while any(_alive(pid, data_dir) for pid in pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        for pid in pids:
-            if _alive(pid, data_dir):
-                os.kill(pid, signal.SIGKILL)
+        left += _stop([p["pid"] for p in state[group]], data_dir)
+    if left:
+        print(f"pykraft cluster down: PIDs {' '.join(map(str, left))} did not stop", file=sys.stderr)
     # Kept aside, not deleted: the data was made with these controller ports, `up` must reuse them.
     (data_dir / STATE_FILE).replace(data_dir / STOPPED_FILE)
     print(
@@ -344,7 +451,13 @@ def controller_states(state: dict, data_dir: Path) -> list[dict]:
     log), or exited otherwise."""
     out = []
     for c in state["controllers"]:
-        entry = {"id": c["id"], "endpoint": f"127.0.0.1:{c['port']}", "pid": c["pid"], "state": "running"}
+        entry = {
+            "id": c["id"],
+            "endpoint": f"127.0.0.1:{c['port']}",
+            "metricsPort": c.get("metrics_port"),
+            "pid": c["pid"],
+            "state": "running",
+        }
         if not _alive(c["pid"], data_dir):
             fault = last_fatal_fault(Path(c.get("log") or data_dir / f"controller-{c['id']}.log"))
             entry["state"] = "exited"
@@ -364,7 +477,8 @@ def _controller_line(c: dict) -> str:
     else:
         f = c["fatalFault"]
         status = f"exited after a fatal fault (code {FATAL_EXIT_CODE}): {f['cause']}: {f.get('error', '')}"
-    return f"{c['id']:<14}{c['endpoint']:<22}{status}"
+    metrics = c.get("metricsPort") or "-"
+    return f"{c['id']:<14}{c['endpoint']:<22}{metrics!s:<9}{status}"
 
 
 def describe(args: argparse.Namespace) -> int:
@@ -382,7 +496,9 @@ def describe(args: argparse.Namespace) -> int:
         controllers = controller_states(state, data_dir)
 
     async def fetch():  # type: ignore[no-untyped-def]
-        async with AdminClient(servers, default_api_timeout_ms=10_000) as admin:
+        async with AdminClient(
+            servers, default_api_timeout_ms=10_000, connect_timeout_ms=args.connect_timeout_ms
+        ) as admin:
             return await admin.describe_cluster()
 
     try:
@@ -426,7 +542,7 @@ def describe(args: argparse.Namespace) -> int:
         print(f"{b.broker_id:<10}{b.rack or '-':<10}{state_:<20}{b.broker_epoch:>8}  {listener}")
     if controllers is not None:
         print()
-        print(f"{'ControllerNode':<14}{'Endpoint':<22}Process")
+        print(f"{'ControllerNode':<14}{'Endpoint':<22}{'Metrics':<9}Process")
         for c in controllers:
             print(_controller_line(c))
     return 0

@@ -13,6 +13,7 @@ import json
 import re
 import socket
 import subprocess
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,8 @@ from pathlib import Path
 import pytest
 from e2e_helpers import run_pykraft
 
-from pykraft.cluster import DEFAULT_PORTS, STATE_FILE
+from pykraft.cluster import DEFAULT_PORTS, LOGS_DIR, STATE_FILE, STOPPED_FILE
+from pykraft.testing import free_ports
 
 ERROR = "Error while executing topic command : "
 
@@ -58,7 +60,7 @@ def cluster_down(data_dir: Path) -> subprocess.CompletedProcess[str]:
 
 
 def logs(data_dir: Path) -> str:
-    return "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted(data_dir.glob("*.log")))
+    return "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted((data_dir / LOGS_DIR).glob("*.out")))
 
 
 def pid_running(pid: int, data_dir: Path) -> bool:
@@ -73,6 +75,11 @@ def pid_running(pid: int, data_dir: Path) -> bool:
     return state != "Z" and "pykraft" in cmdline and str(data_dir) in cmdline
 
 
+def ports_of(data_dir: Path) -> list[tuple[int, int]]:
+    state = json.loads((data_dir / STATE_FILE).read_text())
+    return [(p["port"], p["metrics_port"]) for p in state["controllers"] + state["brokers"]]
+
+
 def state_pids(data_dir: Path) -> list[int]:
     state = json.loads((data_dir / STATE_FILE).read_text())
     return [p["pid"] for p in state["controllers"] + state["brokers"]]
@@ -84,6 +91,10 @@ def cluster_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     try:
         out = cluster_up(data_dir)
         assert "Cluster is up: 3 controllers" in out and "6 brokers over 3 racks" in out, out
+        # The defaults were held: the move is announced, with the ports taken instead.
+        assert re.search(
+            r"^note: the default ports 9091,9092,9093 are in use; the controllers listen on \d+", out, re.M
+        ), out
         yield data_dir
     finally:
         down = cluster_down(data_dir)
@@ -132,6 +143,11 @@ def test_cluster_bootstrap_and_describe(cluster_dir: Path, bootstrap: str) -> No
     assert [c["endpoint"] for c in controllers] == servers and [c["pid"] for c in controllers] == [
         p["pid"] for p in state["controllers"]
     ]
+    assert [c["metricsPort"] for c in controllers] == [p["metrics_port"] for p in state["controllers"]], controllers
+    # Each process's output is in logs/*.out: nothing beside the data looks like a log segment.
+    outs = sorted(p.name for p in (cluster_dir / LOGS_DIR).iterdir())
+    assert outs == sorted([f"controller-{i}.out" for i in (1, 2, 3)] + [f"broker-{b}.out" for b in range(101, 107)])
+    assert not list(cluster_dir.glob("*.log")), list(cluster_dir.glob("*.log"))
 
     r = run_pykraft("cluster", "describe", "--bootstrap-server", bootstrap)
     assert r.returncode == 0, r.stderr
@@ -255,6 +271,35 @@ def test_list(bootstrap: str) -> None:
     assert names == sorted(names)
     r = topics(bootstrap, "--list", "--output", "json")
     assert r.returncode == 0 and json.loads(r.stdout) == names, r
+    r = topics(bootstrap, "--create", "--topic", "listed-too", "--partitions", "1", "--replication-factor", "1")
+    assert r.returncode == 0, r.stderr
+    r = topics(bootstrap, "--list", "--topic", "list.*")  # Kafka's filter: a regex the whole name matches
+    assert r.returncode == 0 and r.stdout.split() == ["listed", "listed-too"], r
+    r = topics(bootstrap, "--list", "--topic", "listed")
+    assert r.returncode == 0 and r.stdout.split() == ["listed"], r
+
+
+def test_a_dead_bootstrap_server_fails_in_about_five_seconds() -> None:
+    (port,) = free_ports(1)
+    started = time.monotonic()
+    r = topics(f"127.0.0.1:{port}", "--list")
+    took = time.monotonic() - started
+    assert r.returncode == 1 and r.stdout == "", r
+    assert f"no controller reachable at 127.0.0.1:{port} within 5 s" in r.stderr, r.stderr
+    assert 5 <= took < 12, f"took {took:.1f} s"
+
+
+def test_a_cluster_that_is_not_healthy_in_time_is_stopped(tmp_path: Path) -> None:
+    data_dir = tmp_path / "late"
+    r = run_pykraft(
+        "cluster", "up", "--data-dir", str(data_dir), "--controllers", "1", "--brokers", "1", "--timeout", "0.3"
+    )
+    assert r.returncode == 1, r
+    assert "was not healthy within" in r.stderr and "stopped the 2 processes it started" in r.stderr, r.stderr
+    stopped = json.loads((data_dir / STOPPED_FILE).read_text())
+    pids = [p["pid"] for p in stopped["controllers"] + stopped["brokers"]]
+    assert len(pids) == 2 and not [p for p in pids if pid_running(p, data_dir)], pids
+    assert not (data_dir / STATE_FILE).exists()
 
 
 # -- down and up again -----------------------------------------------------------------------------------------------
@@ -266,6 +311,7 @@ def test_down_stops_everything_and_up_restarts_with_topics(cluster_dir: Path, bo
     before = describe_json(bootstrap, "survivor")
     pids = state_pids(cluster_dir)
     assert len(pids) == 9 and all(pid_running(p, cluster_dir) for p in pids), pids
+    ports_before = ports_of(cluster_dir)
 
     r = cluster_down(cluster_dir)
     assert r.returncode == 0, r.stderr
@@ -284,3 +330,4 @@ def test_down_stops_everything_and_up_restarts_with_topics(cluster_dir: Path, bo
     assert "survivor" in r.stdout.split(), r.stdout
     new_pids = state_pids(cluster_dir)
     assert all(pid_running(p, cluster_dir) for p in new_pids) and not set(new_pids) & set(pids)
+    assert ports_of(cluster_dir) == ports_before, "a restart keeps every port: scrape targets stay put"
