@@ -478,7 +478,7 @@ def _controller_line(c: dict) -> str:
         f = c["fatalFault"]
         status = f"exited after a fatal fault (code {FATAL_EXIT_CODE}): {f['cause']}: {f.get('error', '')}"
     metrics = c.get("metricsPort") or "-"
-    return f"{c['id']:<14}{c['endpoint']:<22}{metrics!s:<9}{status}"
+    return f"{c['id']:<16}{c['endpoint']:<22}{metrics!s:<9}{status}"
 
 
 def describe(args: argparse.Namespace) -> int:
@@ -542,7 +542,7 @@ def describe(args: argparse.Namespace) -> int:
         print(f"{b.broker_id:<10}{b.rack or '-':<10}{state_:<20}{b.broker_epoch:>8}  {listener}")
     if controllers is not None:
         print()
-        print(f"{'ControllerNode':<14}{'Endpoint':<22}{'Metrics':<9}Process")
+        print(f"{'ControllerNode':<16}{'Endpoint':<22}{'Metrics':<9}Process")
         for c in controllers:
             print(_controller_line(c))
     return 0
