@@ -249,7 +249,9 @@ class BrokerAgent:
                 )
                 return
             except AdminError as e:
-                log.warning("broker_registration_failed", broker_id=self.broker_id, error=str(e))
+                log.warning(
+                    "broker_registration_failed", broker_id=self.broker_id, error=str(e), error_code=int(e.code)
+                )
                 await asyncio.sleep(1)
 
     async def heartbeat(self, want_shutdown: bool = False) -> bool:
@@ -259,10 +261,10 @@ class BrokerAgent:
             r = await self.admin.heartbeat(self.broker_id, self.epoch, offset, want_shutdown=want_shutdown)
         except AdminError as e:
             if e.code in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
-                log.warning("broker_reregistering", broker_id=self.broker_id, reason=str(e))
+                log.warning("broker_reregistering", broker_id=self.broker_id, reason=str(e), error_code=int(e.code))
                 await self.register()
             else:
-                log.warning("broker_heartbeat_failed", broker_id=self.broker_id, error=str(e))
+                log.warning("broker_heartbeat_failed", broker_id=self.broker_id, error=str(e), error_code=int(e.code))
             return False
         self.metadata_offset = max(self.metadata_offset, r.metadata_offset)
         if r.is_fenced != self.fenced:
