@@ -33,6 +33,11 @@ from quorum.raft.runtime import RaftNode
 log = structlog.get_logger("pykraft.service")
 R = TypeVar("R")
 DESCRIBE_CHUNK = 2000  # partitions described between two yields to the event loop
+# Asked again and again (brokers' heartbeats, pollers, describes): their successes are per-request chatter, logged
+# at DEBUG, as is any NOT_CONTROLLER (clients try each node in turn). Requests that change state stay at INFO.
+CHATTER_APIS = frozenset(
+    {"BrokerHeartbeat", "DescribeCluster", "DescribeTopics", "DescribeConfigs", "ListPartitionReassignments"}
+)
 
 
 class ControllerService(LifecycleServicer, ReassignmentServicer, pb_grpc.ControllerServicer):
@@ -41,6 +46,7 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, pb_grpc.Control
         self.cluster_id = cluster_id
         self.voters = voters
         self._templates: dict[tuple[tuple[str, str, int], ...], pb.CreateTopicsResponse.TopicResult] = {}
+        self._broker_states: dict[int, tuple[bool, bool, bool]] = {}  # the last heartbeat answer, by broker
 
     def add_to_server(self, server: grpc.aio.Server) -> None:
         pb_grpc.add_ControllerServicer_to_server(self, server)
@@ -56,10 +62,12 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, pb_grpc.Control
         response_type: type[R],
         call: Callable[[], Awaitable[R]],
         summarize: Callable[[R], dict[str, Any]] | None = None,
+        chatter: Callable[[], bool] | None = None,
         **fields: Any,
     ) -> R:
         """Run ``call``; turn request-level Kafka errors into the response's error fields, and log the request
-        (one line, with what ``summarize`` picks from the response)."""
+        (one line, with what ``summarize`` picks from the response): at DEBUG if it succeeded and ``chatter()`` says
+        so (by default: if its API is in :data:`CHATTER_APIS`), or was refused with NOT_CONTROLLER; else at INFO."""
         started = time.monotonic()
         error_code = Errors.NONE
         try:
@@ -74,7 +82,9 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, pb_grpc.Control
         latency_ms = (time.monotonic() - started) * 1000
         if summarize is not None and error_code == Errors.NONE:
             fields.update(summarize(response))
-        log.info(
+        ok_is_chatter = name in CHATTER_APIS if chatter is None else chatter()
+        quiet = error_code == Errors.NOT_CONTROLLER or (error_code == Errors.NONE and ok_is_chatter)
+        (log.debug if quiet else log.info)(
             "request",
             api=name,
             error_code=int(error_code),
@@ -271,7 +281,10 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, pb_grpc.Control
     async def BrokerHeartbeat(
         self, request: pb.BrokerHeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> pb.BrokerHeartbeatResponse:
+        changed = False
+
         async def call() -> pb.BrokerHeartbeatResponse:
+            nonlocal changed
             timeout = self._timeout(request.timeout_ms)
             reply = await self.controller.broker_heartbeat(
                 HeartbeatRequest(
@@ -283,6 +296,9 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, pb_grpc.Control
                 ),
                 timeout,
             )
+            state = (reply.is_fenced, reply.in_controlled_shutdown, reply.should_shut_down)
+            changed = self._broker_states.get(request.broker_id) != state
+            self._broker_states[request.broker_id] = state
             return pb.BrokerHeartbeatResponse(
                 is_caught_up=reply.is_caught_up,
                 is_fenced=reply.is_fenced,
@@ -291,4 +307,19 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, pb_grpc.Control
                 metadata_offset=self.controller.committed_offset,
             )
 
-        return await self._serve("BrokerHeartbeat", pb.BrokerHeartbeatResponse, call, broker_id=request.broker_id)
+        def summarize(r: pb.BrokerHeartbeatResponse) -> dict[str, Any]:
+            return {
+                "fenced": r.is_fenced,
+                "in_controlled_shutdown": r.in_controlled_shutdown,
+                "should_shut_down": r.should_shut_down,
+            }
+
+        # At INFO only when the broker's state changed (unfenced, shutting down): the rest is the steady beat.
+        return await self._serve(
+            "BrokerHeartbeat",
+            pb.BrokerHeartbeatResponse,
+            call,
+            summarize,
+            chatter=lambda: not changed,
+            broker_id=request.broker_id,
+        )

@@ -29,7 +29,9 @@ LOG_SETTINGS = [
     f"metadata.log.max.record.bytes.between.snapshots={SNAPSHOT_BYTES}",
     "pykraft.snapshot.growth.ratio=0",  # Kafka's byte trigger alone: a broker snapshots after its install
 ]
-NODE_ARGS = [a for s in [*LOG_SETTINGS, "broker.session.timeout.ms=6000"] for a in ("--override", s)]
+# DEBUG: the tests count the DescribeTopics each process answered (request lines, INFO only when they change state).
+DEBUG = ["--log-level", "DEBUG"]
+NODE_ARGS = [*(a for s in [*LOG_SETTINGS, "broker.session.timeout.ms=6000"] for a in ("--override", s)), *DEBUG]
 LATE_TOPICS, LATE_PARTITIONS = 4, 5000  # 20,000 partitions before the late broker starts
 
 
@@ -52,7 +54,7 @@ class Env:
             port,
             voters=self.cluster.voters,
             metadata_dir=self.root / f"broker-{broker_id}" / "metadata",
-            extra_args=[a for s in LOG_SETTINGS for a in ("--override", s)],
+            extra_args=[*(a for s in LOG_SETTINGS for a in ("--override", s)), *DEBUG],
         )
         self.brokers[broker_id] = b
         return b
