@@ -36,6 +36,7 @@ from quorum.log.batch import iter_batches
 from quorum.log.log import MetadataLog
 from quorum.log.quorum_state import QuorumStateStore
 from quorum.log.snapshots import SnapshotFile, SnapshotFileWriter, SnapshotId
+from quorum.progress import ReplayProgress
 from quorum.raft.client import CommittedBatch, LeaderAndEpoch, RaftListener
 from quorum.raft.config import RaftConfig, VoterAddress
 from quorum.raft.core import RaftCore
@@ -53,8 +54,9 @@ CLEAN_INTERVAL_S = 60.0  # how often retention runs besides after each snapshot
 class FileSnapshotReader:
     """A frozen snapshot handed to a listener to load (implements ``SnapshotReader``)."""
 
-    def __init__(self, file: SnapshotFile) -> None:
+    def __init__(self, file: SnapshotFile, progress: ReplayProgress | None = None) -> None:
         self._file = file
+        self.progress = progress
 
     @property
     def snapshot_id(self) -> SnapshotId:
@@ -69,8 +71,12 @@ class FileSnapshotReader:
         return self._file.size
 
     def batches(self) -> Iterator[CommittedBatch]:
+        progress, done = self.progress, 0
         for batch in self._file.data_batches():
             yield CommittedBatch(batch)
+            if progress is not None:
+                done += batch.size
+                progress.advance(batch.record_count, done)
 
 
 class RaftSnapshotWriter:
@@ -140,6 +146,8 @@ class _ListenerState:
     listener: RaftListener
     next_offset: int = 0
     told: LeaderAndEpoch | None = None
+    replay: ReplayProgress | None = None  # replaying the log found at start (see RaftNode._startup_replay)
+    replayed: bool = False
 
 
 class RaftNode:
@@ -168,6 +176,7 @@ class RaftNode:
         )
         self.core: RaftCore | None = None
         self._listeners: list[_ListenerState] = []
+        self._replay_end = log.end_offset  # what a listener replays at start: the log found on disk
         self._waiters: deque[tuple[int, int, asyncio.Future[int]]] = deque()  # (offset, epoch, future)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
@@ -516,8 +525,9 @@ class RaftNode:
         file = self.log.snapshots.file(latest)
         assert file is not None
         started = time.monotonic()
+        progress = ReplayProgress("snapshot", file.size, node_id=self.node_id, snapshot=str(latest))
         try:
-            state.listener.handle_load_snapshot(FileSnapshotReader(file))
+            state.listener.handle_load_snapshot(FileSnapshotReader(file, progress))
         except Exception as e:
             self._fatal(f"loading snapshot {latest}", e, snapshot=str(latest))
             return
@@ -531,10 +541,31 @@ class RaftNode:
             snapshot=str(latest),
             bytes=file.size,
             seconds=round(stats.load_seconds, 3),
+            records=progress.records,
         )
+
+    def _startup_replay(self, state: _ListenerState) -> ReplayProgress | None:
+        """The progress of a listener's replay of the log found at start; None once done or if nothing to do."""
+        if state.replay is None and not state.replayed:
+            if state.next_offset < min(self._replay_end, self.log.end_offset):
+                total = self._replay_end - state.next_offset
+                state.replay = ReplayProgress("log", total, node_id=self.node_id, to_offset=self._replay_end)
+            else:
+                state.replayed = True
+        return state.replay
+
+    def _replay_step(self, state: _ListenerState, replay: ReplayProgress, records: int) -> None:
+        first = self._replay_end - replay.total
+        replay.advance(records, state.next_offset - first)
+        if state.next_offset >= min(self._replay_end, self.log.end_offset):  # the log's tail may be truncated
+            state.replay, state.replayed = None, True
+            log.info(
+                "log_replayed", node_id=self.node_id, from_offset=first, to_offset=state.next_offset, **replay.summary()
+            )
 
     async def _catch_up(self, state: _ListenerState) -> None:
         self._load_snapshot_if_behind(state)  # this node installed a snapshot from the leader
+        replay = self._startup_replay(state)
         while state.next_offset < self._core.high_watermark and not self.failed:
             hw = self._core.high_watermark
             data, _ = self.log.read(state.next_offset, DELIVERY_CHUNK_BYTES)
@@ -552,6 +583,9 @@ class RaftNode:
                     self._fatal(what, e, batch_base_offset=batch.base_offset, batch_last_offset=batch.last_offset)
                     return
                 state.next_offset = batch.last_offset + 1
+                if replay is not None:
+                    self._replay_step(state, replay, batch.record_count)
+                    replay = state.replay
             await asyncio.sleep(0)  # let the loop breathe between chunks of a long catch-up
 
     def _maybe_tell_leader(self, state: _ListenerState) -> None:
