@@ -545,7 +545,8 @@ class RaftNode:
         )
 
     def _startup_replay(self, state: _ListenerState) -> ReplayProgress | None:
-        """The progress of a listener's replay of the log found at start; None once done or if nothing to do."""
+        """The progress of a listener's replay of the log found at start, its clock started with the first chunk
+        (not while the node waits for a leader and a high watermark); None once done or if nothing to do."""
         if state.replay is None and not state.replayed:
             if state.next_offset < min(self._replay_end, self.log.end_offset):
                 total = self._replay_end - state.next_offset
@@ -565,12 +566,12 @@ class RaftNode:
 
     async def _catch_up(self, state: _ListenerState) -> None:
         self._load_snapshot_if_behind(state)  # this node installed a snapshot from the leader
-        replay = self._startup_replay(state)
         while state.next_offset < self._core.high_watermark and not self.failed:
             hw = self._core.high_watermark
             data, _ = self.log.read(state.next_offset, DELIVERY_CHUNK_BYTES)
             if not data:
                 return
+            replay = self._startup_replay(state)
             for batch in iter_batches(data, path=str(self.log.dir)):
                 if batch.last_offset >= hw:
                     return  # not committed yet
