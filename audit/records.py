@@ -1,7 +1,7 @@
 """The audit job's two Spark jobs (:func:`write_tables`): the ``records`` table — the decoded log as Parquet,
 partitioned by record type (``record_type=TopicRecord/…``) — with the summaries the executors compute while
-decoding (:data:`SUMMARIES`), then from those the audit's tables (:data:`TABLES`): the state, most findings, and
-topics created per minute.
+decoding (:data:`SUMMARIES`), then from those the audit's tables (:data:`TABLES`): the state, most findings,
+topics created per minute, and the timeline of what changed when (:mod:`audit.timeline`).
 
 Decoding happens once. The executors write the records table themselves with pyarrow, straight from the Arrow
 batches they decode: the rows never cross into the JVM to be converted and encoded there (on 5M records,
@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StringType, StructField, StructType
 
-from audit import history, reassignments, tables
+from audit import history, reassignments, tables, timeline
 from audit.decode import FileRange, arrow_schema, spark_schema
 from audit.fold import INPUT as FOLD_INPUT
 from audit.fold import STATE, buckets_of, fold_range, merge_deltas, topic_spans
@@ -108,7 +108,8 @@ SUMMARIES = (
     "leader_changes",
     "reassignment_moves",
 )
-TABLES = ("topics", "partitions", "brokers", "configs", "violations", "topics_per_minute")  # the state and checks
+# the state, the checks, and what changed when (audit.timeline)
+TABLES = ("topics", "partitions", "brokers", "configs", "violations", "topics_per_minute", "timeline")
 BUCKETS = "by_topic"  # deltas, topic events, partition rows: a directory per bucket of topics; merged, then removed
 
 
@@ -230,6 +231,7 @@ def _merge_bucket(bucket: int, out: str) -> None:
     found += [walk_found, moves_found]
     pq.write_table(leader_changes, Path(out) / "leader_changes" / _part(bucket))
     pq.write_table(moves, Path(out) / "reassignment_moves" / _part(bucket))
+    pq.write_table(timeline.partition_events(walked), Path(out) / "timeline" / _part(bucket))
     if deltas:
         merged = pa.concat_tables(deltas)
         state = merge_deltas(merged)
@@ -279,11 +281,15 @@ def _merge_rest(out: str, as_of: int | None) -> None:
     the checks along the log's batches and across topic names."""
     events = records_of(out, ("TopicRecord", "RemoveTopicRecord"), tables.TOPIC_INPUT, as_of)
     created = events.filter(pc.equal(events.column("record_type"), "TopicRecord"))
-    brokers = records_of(out, tables.BROKER_TYPES, tables.BROKER_INPUT, as_of)
-    configs = records_of(out, ("ConfigRecord",), [*tables.CONFIG_INPUT, "offset", "file", "position"], as_of)
+    brokers = records_of(out, tables.BROKER_TYPES, tables.BROKER_EVENT_INPUT, as_of)
+    configs = records_of(
+        out, ("ConfigRecord",), [*tables.CONFIG_INPUT, "offset", "file", "position", "append_time"], as_of
+    )
     tables.write_table(tables.brokers(brokers), Path(out) / "brokers")
     tables.write_table(tables.configs(configs, events), Path(out) / "configs")
     tables.write_table(tables.topics_per_minute(created), Path(out) / "topics_per_minute")
+    changes = [timeline.broker_events(brokers), timeline.config_events(configs), timeline.topic_events(events)]
+    tables.write_table(pa.concat_tables(changes).sort_by("order"), Path(out) / "timeline", "rest.parquet")
     batches = tables.read_table(Path(out) / "batches", BATCHES)
     found = [
         batch_findings(batches),
