@@ -1,7 +1,8 @@
 """``pykraft cluster up | down | describe | bootstrap``: a local cluster on loopback.
 
 ``up`` starts 3 controller nodes and 6 broker agents over 3 racks (by default) as background processes, data under
-``--data-dir`` (./data) and their logs in its ``logs/`` folder (``*.out``: nothing there looks like a log segment),
+``--data-dir`` (./data) and their logs in its ``logs/`` folder (``*.log``: the structured events, rotated by size;
+``*.out``: anything else a process prints, such as a crash's stacks — nothing beside the data looks like a segment),
 waits until a controller leads and every broker is unfenced, and returns, printing the bootstrap servers. If the
 cluster does not become healthy in time, ``up`` stops every process it started and says so. Each broker replicates
 the metadata log as a Raft observer into its own ``broker-<id>/metadata`` directory (and is unfenced once it has
@@ -264,8 +265,8 @@ def up(args: argparse.Namespace) -> int:
             "--override",
             "num.partitions=3",
         ]
-        log_path = logs / f"controller-{i + 1}.out"
-        pid = _spawn(args_, log_path)
+        log_path, out_path = logs / f"controller-{i + 1}.log", logs / f"controller-{i + 1}.out"
+        pid = _spawn([*args_, "--log-file", str(log_path)], out_path)
         controllers.append(
             {
                 "id": i + 1,
@@ -274,6 +275,7 @@ def up(args: argparse.Namespace) -> int:
                 "pid": pid,
                 "data_dir": str(node_dir),
                 "log": str(log_path),
+                "out": str(out_path),
             }
         )
     brokers = []
@@ -311,8 +313,8 @@ def up(args: argparse.Namespace) -> int:
             str(broker_metrics[j]),
             *broker_options,
         ]
-        log_path = logs / f"broker-{broker_id}.out"
-        pid = _spawn(args_, log_path)
+        log_path, out_path = logs / f"broker-{broker_id}.log", logs / f"broker-{broker_id}.out"
+        pid = _spawn([*args_, "--log-file", str(log_path)], out_path)
         brokers.append(
             {
                 "id": broker_id,
@@ -322,6 +324,7 @@ def up(args: argparse.Namespace) -> int:
                 "metrics_port": broker_metrics[j],
                 "metadata_dir": str(metadata_dir),
                 "log": str(log_path),
+                "out": str(out_path),
             }
         )
     state = {

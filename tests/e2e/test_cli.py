@@ -60,7 +60,7 @@ def cluster_down(data_dir: Path) -> subprocess.CompletedProcess[str]:
 
 
 def logs(data_dir: Path) -> str:
-    return "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted((data_dir / LOGS_DIR).glob("*.out")))
+    return "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted((data_dir / LOGS_DIR).glob("*.*")))
 
 
 def pid_running(pid: int, data_dir: Path) -> bool:
@@ -144,9 +144,12 @@ def test_cluster_bootstrap_and_describe(cluster_dir: Path, bootstrap: str) -> No
         p["pid"] for p in state["controllers"]
     ]
     assert [c["metricsPort"] for c in controllers] == [p["metrics_port"] for p in state["controllers"]], controllers
-    # Each process's output is in logs/*.out: nothing beside the data looks like a log segment.
+    # Each process logs to logs/<name>.log (its other output in .out): nothing beside the data looks like a segment.
+    names = [f"controller-{i}" for i in (1, 2, 3)] + [f"broker-{b}" for b in range(101, 107)]
     outs = sorted(p.name for p in (cluster_dir / LOGS_DIR).iterdir())
-    assert outs == sorted([f"controller-{i}.out" for i in (1, 2, 3)] + [f"broker-{b}.out" for b in range(101, 107)])
+    assert outs == sorted([f"{n}.log" for n in names] + [f"{n}.out" for n in names]), outs
+    started = [json.loads(line) for line in (cluster_dir / LOGS_DIR / "controller-1.log").read_text().splitlines()]
+    assert any(e["event"] == "node_started" for e in started), started[:5]
     assert not list(cluster_dir.glob("*.log")), list(cluster_dir.glob("*.log"))
 
     r = run_pykraft("cluster", "describe", "--bootstrap-server", bootstrap)

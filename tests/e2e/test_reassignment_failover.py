@@ -176,7 +176,7 @@ def test_a_move_waits_for_a_killed_destination_and_completes_when_it_returns(dat
     try:
         os.kill(broker["pid"], signal.SIGKILL)
         asyncio.run(_destination_waits(bootstrap))
-        with Path(broker["log"]).open("ab") as out:
+        with Path(broker["out"]).open("ab") as out:  # (its argv logs to broker["log"] itself)
             restarted = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         asyncio.run(_destination_returns(bootstrap))
     finally:
