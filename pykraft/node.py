@@ -58,6 +58,11 @@ class NodeSettings:
     listen_host: str | None = None
     metrics_port: int | None = None
     raw_appends: bool = False  # unsafe.raw.append.enable: the quorum admin's AppendRecords (tests, benchmarks)
+    # Kafka's advertised.listeners: what clients are told to dial for each controller (NOT_CONTROLLER hints, the
+    # quorum's leader endpoint) when the voter addresses are not theirs to reach, e.g. from outside a container
+    # network. With external_port they are told so on that second listener only; without, on the voter port.
+    advertised: dict[int, VoterAddress] | None = None
+    external_port: int | None = None
 
     @property
     def address(self) -> VoterAddress:
@@ -151,6 +156,18 @@ def add_node_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--listen-host", help="interface to bind (default: this node's host in the voter list)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (default: off)")
     p.add_argument(
+        "--advertised-endpoints",
+        metavar="ID@HOST:PORT,...",
+        help="where clients reach each controller (like advertised.listeners), the same list on every node: "
+        "NOT_CONTROLLER hints and `quorum describe` name these instead of the voter addresses",
+    )
+    p.add_argument(
+        "--external-port",
+        type=int,
+        help="a second listener (on --listen-host) for clients outside the voters' network: it alone answers "
+        "with --advertised-endpoints; the voter port keeps naming the voter addresses",
+    )
+    p.add_argument(
         "--override",
         action="append",
         default=[],
@@ -199,6 +216,7 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         raise ConfigError(str(e)) from None
     if node_id not in voters:
         raise ConfigError(f"node.id {node_id} is not in controller.quorum.voters ({', '.join(map(str, voters))})")
+    advertised = advertised_endpoints(args, voters)
     return NodeSettings(
         node_id=node_id,
         voters=voters,
@@ -210,7 +228,28 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         listen_host=args.listen_host,
         metrics_port=args.metrics_port,
         raw_appends=raw_appends,
+        advertised=advertised,
+        external_port=getattr(args, "external_port", None),
     )
+
+
+def advertised_endpoints(args: argparse.Namespace, voters: dict[int, VoterAddress]) -> dict[int, VoterAddress] | None:
+    spec, external = getattr(args, "advertised_endpoints", None), getattr(args, "external_port", None)
+    if external is not None and not 0 < external < 65536:
+        raise ConfigError(f"--external-port {external} is not a port")
+    if not spec:
+        if external is not None:
+            raise ConfigError("--external-port needs --advertised-endpoints: what to tell the clients there")
+        return None
+    try:
+        advertised = parse_voters(spec)
+    except ValueError as e:
+        raise ConfigError(str(e).replace("controller.quorum.voters", "--advertised-endpoints")) from None
+    if set(advertised) != set(voters):  # a hint must exist for whichever voter leads
+        raise ConfigError(
+            f"--advertised-endpoints names nodes {sorted(advertised)}, controller.quorum.voters {sorted(voters)}"
+        )
+    return advertised
 
 
 async def serve(
@@ -246,20 +285,28 @@ async def serve(
     controller = QuorumController(settings.node_id, node, settings.controller, faults) if with_controller else None
     server = grpc.aio.server(options=SERVER_OPTIONS)
     node.transport.add_to_server(server)
-    QuorumAdminService(node, check_record=deserialize, raw_appends=settings.raw_appends).add_to_server(server)
-    if controller is not None:
-        ControllerService(controller, settings.cluster_id, settings.voters).add_to_server(server)
+    named = settings.voters if settings.external_port is not None else settings.advertised or settings.voters
+    add_client_services(server, settings, node, controller, named)
     host = settings.listen_host or settings.address.host
     bind = f"[{host}]:{settings.address.port}" if ":" in host else f"{host}:{settings.address.port}"
-    try:
-        port = server.add_insecure_port(bind)
-    except RuntimeError:
-        port = 0
-    if port == 0:
-        metadata_log.close()
-        lock.release()
-        raise ConfigError(f"cannot listen on {bind}: the address is in use or not local")
+    external = None
+    if settings.external_port is not None:  # clients only (no Raft), told the advertised endpoints
+        external = grpc.aio.server(options=SERVER_OPTIONS)
+        add_client_services(external, settings, node, controller, settings.advertised or settings.voters)
+    listeners = [(server, settings.address.port)] + ([(external, settings.external_port)] if external else [])
+    for srv, port_ in listeners:
+        where = f"[{host}]:{port_}" if ":" in host else f"{host}:{port_}"
+        try:
+            port = srv.add_insecure_port(where)
+        except RuntimeError:
+            port = 0
+        if port == 0:
+            metadata_log.close()
+            lock.release()
+            raise ConfigError(f"cannot listen on {where}: the address is in use or not local")
     await server.start()
+    if external is not None:
+        await external.start()
     # Only a node that is up reports its GC pauses: a refused start must print its one-line error and nothing more.
     gc_pauses.install()
     if controller is not None:
@@ -272,6 +319,7 @@ async def serve(
     log.info(
         "node_started",
         listen=bind,
+        external_port=settings.external_port,
         cluster_id=settings.cluster_id,
         data_dir=str(settings.data_dir),
         voters=",".join(map(str, settings.voters.values())),
@@ -296,9 +344,26 @@ async def serve(
         await controller.close()
     await node.shutdown(graceful=True)
     await server.stop(grace=0.5)
+    if external is not None:
+        await external.stop(grace=0.5)
     lock.release()
     log.info("node_stopped")
     return 1 if failed else 0
+
+
+def add_client_services(
+    server: grpc.aio.Server,
+    settings: NodeSettings,
+    node: RaftNode,
+    controller: QuorumController | None,
+    named: dict[int, VoterAddress],
+) -> None:
+    """The APIs clients call, naming the controllers by ``named`` in their hints."""
+    QuorumAdminService(node, check_record=deserialize, raw_appends=settings.raw_appends, endpoints=named).add_to_server(
+        server
+    )
+    if controller is not None:
+        ControllerService(controller, settings.cluster_id, named).add_to_server(server)
 
 
 def run(args: argparse.Namespace) -> int:

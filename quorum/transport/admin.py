@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 import grpc
 
 from quorum.errors import Errors, KafkaError
+from quorum.raft.config import VoterAddress
 from quorum.raft.runtime import RaftNode
 from quorum.transport.pb import quorum_pb2 as pb
 from quorum.transport.pb import quorum_pb2_grpc as pb_grpc
@@ -25,11 +26,18 @@ RAW_APPEND_SETTING = "unsafe.raw.append.enable"
 
 class QuorumAdminService(pb_grpc.QuorumAdminServicer):
     def __init__(
-        self, node: RaftNode, check_record: Callable[[bytes], object] | None = None, *, raw_appends: bool = False
+        self,
+        node: RaftNode,
+        check_record: Callable[[bytes], object] | None = None,
+        *,
+        raw_appends: bool = False,
+        endpoints: dict[int, VoterAddress] | None = None,
     ) -> None:
         """``check_record`` raises ValueError for a record the log's readers could not take (the quorum layer
-        knows no record format; the node process supplies the metadata record decoder)."""
+        knows no record format; the node process supplies the metadata record decoder). ``endpoints``: where
+        this listener's clients reach each voter (advertised endpoints; default: the voter addresses)."""
         self.node = node
+        self.endpoints = endpoints
         self.check_record = check_record
         self.raw_appends = raw_appends
 
@@ -37,7 +45,7 @@ class QuorumAdminService(pb_grpc.QuorumAdminServicer):
         pb_grpc.add_QuorumAdminServicer_to_server(self, server)
 
     def _leader_endpoint(self, leader_id: int) -> str:
-        addr = self.node.voters.get(leader_id)
+        addr = (self.endpoints or self.node.voters).get(leader_id)
         return f"{addr.host}:{addr.port}" if addr else ""
 
     async def DescribeQuorum(
