@@ -9,7 +9,7 @@ behind and leave their ISRs after replica.lag.time.max.ms.
 ``--initial-partition-bytes N`` gives every replica of a partition's original assignment N bytes of log when the agent
 first sees it (a reassignment's new replicas start empty and copy the leader's log); ``--disk-rate`` bounds the bytes
 the agent appends as a follower; the replication throttles come from the controller's dynamic configs (see
-:mod:`pykraft.replica.throttle`). ``--metrics-port`` serves Prometheus metrics on 127.0.0.1
+:mod:`pykraft.replica.throttle`). ``--metrics-port`` serves Prometheus metrics on ``--metrics-host`` (127.0.0.1)
 (:mod:`pykraft.broker_metrics`).
 
 With ``--controller-quorum-voters`` (and ``--metadata-dir``) the agent replicates the metadata log as a Raft observer
@@ -88,7 +88,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="bytes per second this broker may append as a follower (default: unlimited)",
     )
     p.add_argument(
-        "--metrics-port", type=int, default=0, help="serve Prometheus metrics on 127.0.0.1:PORT (default 0: off)"
+        "--metrics-port", type=int, default=0, help="serve Prometheus metrics on --metrics-host:PORT (default 0: off)"
+    )
+    p.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="interface for the metrics endpoint (0.0.0.0 in a container whose port is published)",
     )
     p.add_argument(
         "--controller-quorum-voters",
@@ -374,12 +379,12 @@ async def _main(args: argparse.Namespace, settings: ObserverSettings | None) -> 
         try:
             if args.metrics_port:
                 try:
-                    serve_broker_metrics(agent.data_plane.manager, "127.0.0.1", args.metrics_port)
+                    serve_broker_metrics(agent.data_plane.manager, args.metrics_host, args.metrics_port)
                 except OSError as e:
-                    where = f"127.0.0.1:{args.metrics_port}"
+                    where = f"{args.metrics_host}:{args.metrics_port}"
                     print(f"pykraft broker: cannot serve metrics on {where}: {e}", file=sys.stderr)
                     return 2
-                log.info("broker_metrics_listening", url=f"http://127.0.0.1:{args.metrics_port}/metrics")
+                log.info("broker_metrics_listening", url=f"http://{args.metrics_host}:{args.metrics_port}/metrics")
             if observer is not None:
                 observer.start()  # catching up starts now, before registering
             loop.add_signal_handler(signal.SIGUSR1, lambda: agent.data_plane.set_paused(not agent.data_plane.paused))

@@ -221,6 +221,9 @@ def test_metrics_ports_published_on_loopback(capsys: pytest.CaptureFixture[str])
         assert args.metrics_port, f"{name} serves no metrics"
         ports = published(services[name])
         assert [cp for _, _, cp in ports].count(args.metrics_port) == 1, f"{name}: metrics not published: {ports}"
+        # A published port answers only if the process binds beyond the container's own loopback.
+        bound = args.listen_host if args.command == "node" else args.metrics_host
+        assert bound == "0.0.0.0", f"{name} serves metrics on {bound}: the published port would not answer"
         assert all(ip == "127.0.0.1" for ip, _, _ in ports), f"{name} publishes beyond the host's loopback: {ports}"
         host_ports += [hp for _, hp, _ in ports]
     assert len(host_ports) == len(set(host_ports)), f"a host port is published twice: {sorted(host_ports)}"
