@@ -1,8 +1,10 @@
 """``pykraft audit``: read an exported ``__cluster_metadata`` directory with Spark, rebuild the state, check the
 invariants, compute analytics, and write Parquet tables, ``report.html`` and a short summary.
 
-Two Spark jobs decode the log and build the tables on the executors (:mod:`audit.records`); the driver reads
-small tables back for the analytics (:mod:`audit.tables`) and the report.
+Two Spark jobs decode the log and build the tables on the executors (:mod:`audit.records`), the timeline of what
+changed when among them (:mod:`audit.timeline`); the driver reads small tables back for the analytics
+(:mod:`audit.tables`), the warnings (leaders on fenced brokers, partitions without a leader) and the report, which
+opens with the export's manifest when there is one.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-from audit import history, reassignments, tables
+from audit import history, reassignments, tables, timeline
 from audit.invariants import suspects_findings
 from audit.record_checks import over_partition
 from audit.records import read_records, read_summary, records_of, write_tables
@@ -46,6 +49,8 @@ class AuditResult:
             f"topics {self.tables['topics']:,}, partitions {self.tables['partitions']:,}, brokers "
             f"{self.tables['brokers']:,} ({s['fenced_brokers']} fenced), configs {self.tables['configs']:,}",
         ]
+        for warning in warning_lines(s.get("warnings")):
+            lines.append("warning: " + warning)
         moves = s.get("reassignments")
         if moves:
             counted = ", ".join(f"{n} {outcome}" for outcome, n in moves.items())
@@ -73,7 +78,31 @@ OUTPUT_TABLES = (
     "offline_partitions",
     "reassignments",
     "violations",
+    "timeline",
 )
+TIMELINE_SHOWN = 2000  # the newest rows of the timeline the report shows (the table has them all)
+TOPICS_SHOWN = 2000
+WARNING_ROWS = 20
+
+
+def warning_lines(warnings: dict[str, Any] | None) -> list[str]:
+    """The warnings in words: leaders on fenced brokers (by broker), partitions without a leader, leaders on brokers
+    that are not registered."""
+    if not warnings:
+        return []
+    lines = []
+    fenced = warnings.get("leaders_on_fenced_brokers", {})
+    if fenced.get("count"):
+        by = ", ".join(f"broker {b}: {n:,}" for b, n in fenced["by_broker"].items())
+        lines.append(f"{fenced['count']:,} partition(s) led by a fenced broker ({by})")
+    offline = warnings.get("offline_partitions", {})
+    if offline.get("count"):
+        lines.append(f"{offline['count']:,} partition(s) without a leader (leader -1)")
+    unknown = warnings.get("leaders_not_registered", {})
+    if unknown.get("count"):
+        by = ", ".join(f"broker {b}: {n:,}" for b, n in unknown["by_broker"].items())
+        lines.append(f"{unknown['count']:,} partition(s) led by a broker that is not registered ({by})")
+    return lines
 
 
 def read_rows(
@@ -165,7 +194,35 @@ def leadership(rows: DataFrame, as_of_offset: int | None = None) -> dict[str, Da
         "broker_events": spark.createDataFrame(tables.broker_events(brokers, changes)),
         "offline_partitions": spark.createDataFrame(tables.offline_partitions(changes, end_ms)),
         "reassignments": spark.createDataFrame(reassignments_of(r, end_ms)),
+        "timeline": spark.createDataFrame(timeline_of(r)),
     }
+
+
+def timeline_of(r: DataFrame) -> pa.Table:
+    """The timeline of decoded rows (:func:`audit.replay.records_as_of`): the partitions' changes walked in one
+    task, the brokers', configs' and topics' rows on the driver (the job's functions, as it does)."""
+    schema = from_arrow_schema(timeline.TIMELINE)
+    as_spark = to_arrow_schema(schema, timezone="UTC")
+    partitions = (
+        _walked(r)
+        .coalesce(1)
+        .mapInArrow(over_partition(lambda t: timeline.partition_events(t).cast(as_spark)), schema)
+        .toArrow()
+        .cast(timeline.TIMELINE)
+    )
+
+    def rows(kinds: tuple[str, ...], columns: list[str]) -> pa.Table:
+        return r.where(F.col("record_type").isin(*kinds)).select(*columns).toArrow()
+
+    where = ["order", "offset", "append_time"]
+    return pa.concat_tables(
+        [
+            partitions,
+            timeline.broker_events(rows(tables.BROKER_TYPES, tables.BROKER_EVENT_INPUT)),
+            timeline.config_events(rows(("ConfigRecord",), [*tables.CONFIG_KEY, "config_value", *where])),
+            timeline.topic_events(rows(history.TOPIC_EVENT_TYPES, tables.TOPIC_INPUT)),
+        ]
+    ).sort_by("order")
 
 
 def reassignments_of(r: DataFrame, end_ms: int | None) -> pa.Table:
@@ -183,6 +240,11 @@ def reassignments_of(r: DataFrame, end_ms: int | None) -> pa.Table:
     return reassignments.table(moves, end_ms)
 
 
+def _size(files: list[Path]) -> str:
+    total = sum(f.stat().st_size for f in files if f.exists())
+    return f"{total / 1e6:,.1f} MB" if total >= 1e5 else f"{total / 1e3:,.1f} kB"
+
+
 def run_audit(
     spark: SparkSession,
     log_dir: str | Path,
@@ -191,15 +253,25 @@ def run_audit(
     as_of_offset: int | None = None,
     from_start: bool = False,
     report: bool = True,
+    manifest: dict[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> AuditResult:
+    """Audit ``log_dir`` into ``out``. ``manifest``: the export's (checked) manifest.json, shown first in the report
+    and kept in summary.json; ``progress``: told a line as each stage starts (None: silent)."""
+    say = progress or (lambda _: None)
     started = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = select_files(log_dir, from_start)
+    say(f"decoding {len(files)} file(s) ({_size(files)}) and building the tables on the executors…")
     # The executors decode the log into the records table and build the state tables and most findings from
     # what they decode (audit.records): two Spark jobs.
     written = write_tables(spark, log_dir, out, from_start=from_start, as_of_offset=as_of_offset)
     t_executors = time.perf_counter()
+    say(
+        f"decoded {written.records:,} records in {t_executors - started:.1f} s; checking suspects and building the "
+        "analytics…"
+    )
     late = suspects_findings(
         read_records(spark, out),
         as_of_offset,
@@ -226,11 +298,16 @@ def run_audit(
         # the first rows for the report, a column or two.
         written_table = pads.dataset(out / name, format="parquet")
         counts[name] = written_table.count_rows()
-        if name not in ("partitions", "topics", "configs") or counts[name] <= 2000:
+        if name not in ("partitions", "topics", "configs", "timeline") or counts[name] <= 2000:
             collected[name] = written_table.head(2000).to_pylist()
+    collected["timeline"], _ = timeline.newest(out / "timeline", TIMELINE_SHOWN)
+    events = records_of(out, history.TOPIC_EVENT_TYPES, tables.TOPIC_INPUT, as_of_offset)
+    overview = tables.topics_overview(events, state["partitions"], state["configs"])
+    collected["topics_overview"] = overview.slice(0, TOPICS_SHOWN).to_pylist()
     checks = pads.dataset(out / "violations", format="parquet").to_table(columns=["check"]).column("check")
     violation_counts = {c["values"]: c["counts"] for c in pc.value_counts(checks).to_pylist()}
     fenced = len(state["brokers"].filter(pc.field("fenced")))
+    warned = tables.warnings(state["partitions"], state["brokers"], WARNING_ROWS)
     t_tables = time.perf_counter()
     result = AuditResult(
         out=out,
@@ -239,6 +316,7 @@ def run_audit(
         tables=counts,
         violations=violation_counts,
         summary={
+            "manifest": None if manifest is None else {k: v for k, v in manifest.items() if k != "files"},
             "files": len(files),
             "last_offset": written.last_offset,
             "fenced_brokers": fenced,
@@ -249,15 +327,26 @@ def run_audit(
                 "max_ms": pc.max(offline.column("max_ms")).as_py() or 0,
                 "at_end": pc.sum(pc.cast(offline.column("offline_at_end"), "int64")).as_py() or 0,
             },
+            "warnings": {name: {k: v for k, v in entry.items() if k != "rows"} for name, entry in warned.items()},
             "reassignments": reassignments.outcomes(found["reassignments"]),
+            "topics_total": overview.num_rows,
             "as_of_offset": as_of_offset,
             "log_dir": str(log_dir),
         },
     )
+    if manifest is not None:
+        listed = manifest.get("files") or {}
+        result.summary["manifest"]["file_count"] = len(listed)
+        result.summary["manifest"]["bytes"] = sum(f.get("bytes", 0) for f in listed.values() if isinstance(f, dict))
     if report:
         from audit.report import write_report
 
-        write_report(out, result, collected)
+        say(f"writing report… ({counts['violations']:,} finding(s), {counts['timeline']:,} timeline row(s))")
+        names = (
+            state["partitions"].select(["topic_name", "topic_id"]).group_by(["topic_name", "topic_id"]).aggregate([])
+        )
+        topic_ids = dict(zip(names.column("topic_name").to_pylist(), names.column("topic_id").to_pylist(), strict=True))
+        write_report(out, result, collected, warnings=warned, topic_ids=topic_ids)
     done = time.perf_counter()
     result.seconds = {
         "executors": t_executors - started,
@@ -265,6 +354,7 @@ def run_audit(
         "report": done - t_tables,
         "total": done - started,
     }
+    say(f"done in {done - started:.1f} s")
     (out / "summary.json").write_text(
         json.dumps(
             {

@@ -9,6 +9,7 @@ already hold every input in Arrow (``audit.records``). The rules are ``audit.rep
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -397,3 +398,88 @@ def read_table(directory: Path, schema: pa.Schema) -> pa.Table:
 def write_table(table: pa.Table, directory: Path, part: str = "part-00000.parquet") -> None:
     directory.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, directory / part)
+
+
+# -- the report's overview and warnings ----------------------------------------------------------------------------
+
+TOPICS_OVERVIEW = pa.schema(
+    [
+        ("topic_name", pa.string()),
+        ("topic_id", pa.string()),
+        ("partitions", pa.int64()),
+        ("replication_factor", pa.int64()),
+        ("configs_overridden", pa.int64()),
+        ("created_offset", pa.int64()),
+        ("created_time", pa.timestamp("ms")),
+        ("deleted", pa.bool_()),
+        ("deleted_offset", pa.int64()),
+    ]
+)
+
+
+def topics_overview(events: pa.Table, partitions_table: pa.Table, configs_table: pa.Table) -> pa.Table:
+    """Every topic id's last creation, live or deleted, by name: its partitions and replication factor (live ones:
+    from the state), the configs set on it, when it was created and whether (and where) it was deleted.
+    ``events``: every TopicRecord and RemoveTopicRecord (:data:`TOPIC_INPUT`)."""
+    kind = events.column("record_type")
+    created = last_per_key(events.filter(pc.equal(kind, "TopicRecord")), ["topic_id"])
+    if created.num_rows == 0:
+        return TOPICS_OVERVIEW.empty_table()
+    removals = events.filter(pc.equal(kind, "RemoveTopicRecord"))
+    removed = last_per_key(removals, ["topic_id"]) if removals.num_rows else removals
+    removed_order = _lookup(created.column("topic_id"), removed, "topic_id", "order")
+    deleted = pc.fill_null(pc.greater(removed_order, created.column("order")), False)
+    sizes = pa.table(
+        {
+            "topic_id": partitions_table.column("topic_id"),
+            "rf": pc.list_value_length(partitions_table.column("replicas")),
+        }
+    )
+    per_topic = sizes.group_by("topic_id", use_threads=False).aggregate([([], "count_all"), ("rf", "max")])
+    topic_configs = configs_table.filter(pc.equal(configs_table.column("resource_type"), TOPIC_RESOURCE))
+    per_name = topic_configs.group_by("resource_name", use_threads=False).aggregate([([], "count_all")])
+    live = pc.invert(deleted)
+    configured = pc.fill_null(_lookup(created.column("topic_name"), per_name, "resource_name", "count_all"), 0)
+    return pa.table(
+        {
+            "topic_name": created.column("topic_name"),
+            "topic_id": created.column("topic_id"),
+            "partitions": _lookup(created.column("topic_id"), per_topic, "topic_id", "count_all"),
+            "replication_factor": pc.cast(
+                _lookup(created.column("topic_id"), per_topic, "topic_id", "rf_max"), pa.int64()
+            ),
+            "configs_overridden": pc.if_else(live, configured, None),
+            "created_offset": created.column("offset"),
+            "created_time": created.column("append_time"),
+            "deleted": deleted,
+            "deleted_offset": pc.if_else(
+                deleted, _lookup(created.column("topic_id"), removed, "topic_id", "offset"), None
+            ),
+        },
+        schema=TOPICS_OVERVIEW,
+    ).sort_by([("topic_name", "ascending"), ("created_offset", "ascending")])
+
+
+def warnings(partitions_table: pa.Table, brokers_table: pa.Table, rows: int) -> dict[str, dict]:
+    """What a reader must see first, from the state at the end of the log (or the audited offset): partitions led by
+    a fenced broker, partitions without a leader (-1), partitions led by a broker that is not registered. Each: the
+    count, per broker (where one is named), and the first ``rows`` partitions."""
+    leader = partitions_table.column("leader")
+    brokers = brokers_table.column("broker_id").combine_chunks()
+    fenced = brokers_table.filter(pc.fill_null(brokers_table.column("fenced"), False)).column("broker_id")
+    masks = {
+        "leaders_on_fenced_brokers": pc.is_in(leader, value_set=fenced.combine_chunks()),
+        "offline_partitions": pc.equal(leader, -1),
+        "leaders_not_registered": pc.and_(pc.greater_equal(leader, 0), pc.invert(pc.is_in(leader, value_set=brokers))),
+    }
+    out = {}
+    for name, mask in masks.items():
+        hit = partitions_table.filter(pc.fill_null(mask, False))
+        entry: dict[str, Any] = {"count": hit.num_rows}
+        if name != "offline_partitions":
+            counts = pc.value_counts(hit.column("leader")).to_pylist() if hit.num_rows else []
+            entry["by_broker"] = {c["values"]: c["counts"] for c in sorted(counts, key=lambda c: c["values"])}
+        first = hit.sort_by([("topic_name", "ascending"), ("partition_id", "ascending")]).slice(0, rows)
+        entry["rows"] = first.select(["topic_name", "partition_id", "leader", "replicas", "isr"]).to_pylist()
+        out[name] = entry
+    return out

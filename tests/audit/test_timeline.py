@@ -110,3 +110,23 @@ def test_resource_type_names() -> None:
         "",
         "99",
     ]
+
+
+def test_topics_overview_has_the_deleted_topics_too(tmp_path: Path) -> None:
+    from audit import history, tables
+    from audit.records import records_of
+
+    o = timeline_log(tmp_path / "log")
+    build_tables(in_process, 2, tmp_path / "log", tmp_path / "out")
+    out = tmp_path / "out"
+    overview = tables.topics_overview(
+        records_of(out, history.TOPIC_EVENT_TYPES, tables.TOPIC_INPUT),
+        tables.read_table(out / "partitions", tables.PARTITIONS),
+        tables.read_table(out / "configs", tables.CONFIGS),
+    ).to_pylist()
+    by_name = {t["topic_name"]: t for t in overview}
+    assert set(by_name) == {"orders", "temp"}
+    orders, temp = by_name["orders"], by_name["temp"]
+    assert (orders["partitions"], orders["replication_factor"], orders["configs_overridden"]) == (2, 3, 1)
+    assert (orders["created_offset"], orders["deleted"], orders["deleted_offset"]) == (o["created"], False, None)
+    assert (temp["deleted"], temp["deleted_offset"], temp["partitions"]) == (True, o["deleted"], None)
