@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DATA_DIR ?= ./data
 
-.PHONY: install run test lint java format proto bench bench-scale bench-peers soak clean
+.PHONY: install run test lint java browser format proto bench bench-scale bench-peers soak clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "pykraft needs Python >= 3.11, found " + sys.version.split()[0])'
@@ -28,7 +28,7 @@ run: $(STAMP)
 	echo && echo "The cluster keeps running. Stop it with: $(VENV)/bin/pykraft cluster down --data-dir $(DATA_DIR)"
 
 ## make test — lint, check the generated code, then the whole test suite (Spark tests need Java 17)
-test: $(STAMP) lint java
+test: $(STAMP) lint java browser
 	$(PY) scripts/gen_proto.py --check
 	$(PY) -m pytest -q
 
@@ -38,6 +38,14 @@ java:
 		echo "Java not found: installing openjdk-17-jre-headless with apt"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null; \
+	fi
+
+## Chromium and its driver for the report's browser test: installed with apt when no chromium is on PATH
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+		echo "Chromium not found: installing chromium and chromium-driver with apt"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	fi
 
 lint: $(STAMP)
