@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from controller.records import DecodeError, decode_record
+from pykraft.manifest import ManifestError, verify_export
 from quorum.log.batch import CorruptBatchError, RecordBatch
 from quorum.log.log import METADATA_PARTITION_DIR
 from quorum.log.reader import Damage, is_snapshot, parse_snapshot_name, scan_file
@@ -146,10 +147,19 @@ def run_dump(path: str, *, snapshots: bool = False, records: bool = True, out: T
         out = sys.stdout  # looked up per call: a default bound at import would outlive a redirected stdout
     summary = DumpSummary()
     try:
-        for line in dump_lines(files_to_dump(Path(path), snapshots=snapshots), summary, records=records):
+        # An export is read only as its manifest lists it: a stale, altered or missing file is an error, not output.
+        verify_export(Path(path), only=[Path(path)] if Path(path).is_file() else None)
+        files = files_to_dump(Path(path), snapshots=snapshots)
+        for line in dump_lines(files, summary, records=records):
             out.write(json.dumps(line, separators=(",", ":")) + "\n")
-    except DumpError as e:
+    except (DumpError, ManifestError) as e:
         print(f"pykraft: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        raise  # the reader left (`| head`): the command handles that, it is not an error
+    except OSError as e:
+        where = f" {e.filename}:" if e.filename else ""
+        print(f"pykraft:{where} {e.strerror or e}", file=sys.stderr)
         return 1
     if summary.clean:
         return 0

@@ -1,7 +1,10 @@
 """``pykraft export``: copy a node's metadata log for auditing, in Kafka's layout, with a manifest.
 
-    pykraft export --bootstrap-server HOST:PORT --out DIR    # a running node: its committed prefix
-    pykraft export --data-dir NODE_DATA_DIR --out DIR        # a stopped node's directory, offline
+    pykraft export --bootstrap-server HOST:PORT[,...] --out DIR    # a running node: its committed prefix
+    pykraft export --data-dir NODE_DATA_DIR --out DIR               # a stopped node's directory, offline
+
+``--out`` must be empty or absent (``--force`` clears it first): an export is exactly the files its manifest lists,
+and ``pykraft audit`` / ``pykraft log dump`` refuse any other file found beside them.
 
 Online, the node streams every batch below its high watermark at the time of the call (ExportLog): committed
 batches never change, so the copy is consistent while the cluster keeps writing. Offline, every valid batch of the
@@ -24,6 +27,8 @@ from typing import Any
 
 import grpc
 
+from pykraft.cli_common import DEFAULT_CONNECT_TIMEOUT_MS, SERVERS, positive_int, server_list
+from pykraft.manifest import MANIFEST
 from quorum.log.batch import LOG_OVERHEAD
 from quorum.log.epoch_cache import CHECKPOINT_NAME
 from quorum.log.log import METADATA_PARTITION_DIR
@@ -40,10 +45,27 @@ DEFAULT_SEGMENT_BYTES = 256 * 1024 * 1024
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--bootstrap-server", metavar="HOST:PORT", help="a running node to export from")
+    src.add_argument(
+        "--bootstrap-server",
+        type=server_list,
+        metavar=SERVERS,
+        help="a running node to export from (the first of the list that answers)",
+    )
     src.add_argument("--data-dir", help="a stopped node's data directory (offline export)")
-    p.add_argument("--out", required=True, help="the export directory (gets __cluster_metadata-0/ and manifest.json)")
-    p.add_argument("--segment-bytes", type=int, default=DEFAULT_SEGMENT_BYTES, help="split the copy into segments")
+    p.add_argument(
+        "--out", required=True, help="an empty or new directory: gets __cluster_metadata-0/ and manifest.json"
+    )
+    p.add_argument("--force", action="store_true", help="clear a non-empty --out first")
+    p.add_argument(
+        "--segment-bytes", type=positive_int, default=DEFAULT_SEGMENT_BYTES, help="split the copy into segments"
+    )
+    p.add_argument(
+        "--connect-timeout-ms",
+        type=positive_int,
+        default=DEFAULT_CONNECT_TIMEOUT_MS,
+        metavar="MS",
+        help="with --bootstrap-server: give up when none of the servers answers within this time",
+    )
 
 
 class _SegmentWriter:
@@ -193,25 +215,76 @@ def export_offline(data_dir: Path, out: Path, segment_bytes: int = DEFAULT_SEGME
 
 def _manifest(out: Path, meta: dict[str, Any], files: dict[str, dict[str, Any]]) -> dict[str, Any]:
     manifest = {**meta, "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "files": files}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
     return manifest
+
+
+class ExportError(Exception):
+    """An export that cannot start or finish: one line, exit code 1."""
+
+
+def prepare_out(out: Path, force: bool, source: Path | None = None) -> None:
+    """``--out`` must be a new or empty directory, or (``--force``) one we may clear; never the source itself."""
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"--out {out}: exists and is not a directory")
+    if source is not None:
+        src, dst = source.resolve(), out.resolve()
+        if dst == src or src in dst.parents or dst in src.parents:
+            raise ExportError(f"--out {out}: overlaps --data-dir {source}; export somewhere else")
+    if out.is_dir() and any(out.iterdir()):
+        if not force:
+            raise ExportError(
+                f"--out {out}: not empty; an export must hold only its own files (give --force to clear it first)"
+            )
+        for entry in out.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    probe = out / ".pykraft-write-test"
+    probe.write_bytes(b"")
+    probe.unlink()
+
+
+async def export_first_answering(
+    servers: list[str], out: Path, segment_bytes: int, connect_timeout_s: float
+) -> dict[str, Any]:
+    """Export from the first server that answers (a dead one is skipped before anything is written)."""
+    errors = []
+    for server in servers:
+        try:
+            async with grpc.aio.insecure_channel(server) as ch:
+                await asyncio.wait_for(ch.channel_ready(), connect_timeout_s / len(servers))
+        except (TimeoutError, grpc.aio.AioRpcError) as e:
+            errors.append(f"{server}: {type(e).__name__ if isinstance(e, TimeoutError) else e.code().name}")
+            continue
+        return await export_online(server, out, segment_bytes)
+    raise ExportError(f"no node reachable at {','.join(servers)} ({'; '.join(errors)})")
 
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     try:
+        prepare_out(out, args.force, None if args.bootstrap_server else Path(args.data_dir))
         if args.bootstrap_server:
-            manifest = asyncio.run(export_online(args.bootstrap_server, out, args.segment_bytes))
+            manifest = asyncio.run(
+                export_first_answering(args.bootstrap_server, out, args.segment_bytes, args.connect_timeout_ms / 1000)
+            )
         else:
             manifest = export_offline(Path(args.data_dir), out, args.segment_bytes)
+    except ExportError as e:
+        print(f"pykraft export: {e}", file=sys.stderr)
+        return 1
     except grpc.aio.AioRpcError as e:
         print(
-            f"pykraft export: cannot export from {args.bootstrap_server}: {e.code().name} ({e.details()})",
+            f"pykraft export: cannot export from {','.join(args.bootstrap_server)}: {e.code().name} ({e.details()})",
             file=sys.stderr,
         )
         return 1
     except OSError as e:
-        print(f"pykraft export: {e}", file=sys.stderr)
+        where = f" {e.filename}:" if e.filename else ""
+        print(f"pykraft export:{where} {e.strerror or e}", file=sys.stderr)
         return 1
     total = sum(f["bytes"] for f in manifest["files"].values())
     hw = manifest.get("high_watermark")
