@@ -30,6 +30,8 @@ def _bar(path: Path, labels: list[str], series: dict[str, list[float]], title: s
         ax.bar([x + i * width for x in range(len(labels))], values, width=width, label=name)
     ax.set_xticks([x + width * (len(series) - 1) / 2 for x in range(len(labels))], labels, rotation=45, ha="right")
     ax.set_xlim(-0.6, max(len(labels), 3) - 0.4)  # one bar is not as wide as the chart
+    # Counts start at zero; with nothing to count the axis still reads 0..1, not -0.04..0.04.
+    ax.set_ylim(bottom=0, top=None if any(v for values in series.values() for v in values) else 1)
     ax.set_title(title)
     ax.set_ylabel(ylabel)
     if len(series) > 1:
