@@ -2,9 +2,10 @@
 
 Events are appended (FIFO), prepended (to run next: activation after winning an election), or deferred to a
 time (periodic work, keyed by a tag so a reschedule replaces the previous one). An event carries a deadline: one
-still queued when it passes is failed with REQUEST_TIMED_OUT instead of run. ``close`` fails everything pending
-with the reason given. Events are plain functions: they run to completion without yielding, so an event sees no
-other event's half-done work.
+still queued when it passes is failed with REQUEST_TIMED_OUT instead of run. Queue time (the stats) counts from when
+an event is ready: when it was queued, or a deferred event's time (the delay it asked for is no wait). ``close``
+fails everything pending with the reason given. Events are plain functions: they run to completion without
+yielding, so an event sees no other event's half-done work.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import structlog
 
 from quorum.errors import Errors, KafkaError
 from quorum.fault import spawn
+from quorum.histogram import Histogram
 
 log = structlog.get_logger("controller.event_queue")
 
@@ -36,6 +38,7 @@ class Event:
     deadline: float | None = None  # time.monotonic()
     future: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     enqueued: float = field(default_factory=time.monotonic)
+    ready: float | None = None  # a deferred event's time (it waits only from then on); None: ``enqueued``
 
 
 @dataclass
@@ -44,6 +47,8 @@ class QueueStats:
     timed_out: int = 0
     queue_time_total_s: float = 0.0
     process_time_total_s: float = 0.0
+    queue_time: Histogram = field(default_factory=Histogram)  # ready to started, per event run or timed out
+    process_time: Histogram = field(default_factory=Histogram)
 
 
 class EventQueue:
@@ -81,6 +86,7 @@ class EventQueue:
         if old is not None:
             old.future.cancel()
         self._deferred_tags[tag] = event
+        event.ready = max(at, event.enqueued)  # a time already past: ready now
         heapq.heappush(self._deferred, (at, next(self._seq), tag, event))
         self._wakeup.set()
 
@@ -149,7 +155,9 @@ class EventQueue:
         if ev.future.done():
             return  # cancelled while it waited
         started = time.monotonic()
-        self.stats.queue_time_total_s += started - ev.enqueued
+        queued = started - (ev.enqueued if ev.ready is None else ev.ready)
+        self.stats.queue_time_total_s += queued
+        self.stats.queue_time.observe(queued)
         if ev.deadline is not None and started > ev.deadline:
             self.stats.timed_out += 1
             waited = (started - ev.enqueued) * 1000
@@ -167,8 +175,10 @@ class EventQueue:
             else:
                 ev.future.set_result(result)
         finally:
+            took = time.monotonic() - started
             self.stats.processed += 1
-            self.stats.process_time_total_s += time.monotonic() - started
+            self.stats.process_time_total_s += took
+            self.stats.process_time.observe(took)
 
 
 def relay(source: asyncio.Future[Any], target: asyncio.Future[Any]) -> None:

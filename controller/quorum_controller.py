@@ -82,6 +82,7 @@ from controller.snapshot import Snapshotter, load_records
 from controller.timeline import Timeline, TimelineDict
 from quorum.errors import Errors, KafkaError, NotLeaderError
 from quorum.fault import FaultHandler, LoggingFaultHandler, fault_message
+from quorum.histogram import Histogram
 from quorum.log.message import ApiMessage
 from quorum.log.snapshots import SnapshotId
 from quorum.raft.client import CommittedBatch, LeaderAndEpoch, RaftClient, SnapshotReader
@@ -144,6 +145,9 @@ class ControllerMetrics:
     request_seconds: dict[str, float]
     records_appended: int = 0
     commit_seconds_total: float = 0.0
+    commit_time: Histogram = field(default_factory=Histogram)  # append to commit, of this controller's batches
+    # Per (api, Kafka error name of the request's outcome: NONE when it succeeded), submit to answer.
+    request_time: dict[tuple[str, str], Histogram] = field(default_factory=dict)
     commits: int = 0
     snapshots_generated: int = 0
     snapshot_failures: int = 0
@@ -268,8 +272,10 @@ class QuorumController:
         self.purgatory.complete_up_to(batch.last_offset)
         started = self._append_times.pop(batch.last_offset, None)
         if started is not None:
+            took = time.monotonic() - started
             self.metrics.commits += 1
-            self.metrics.commit_seconds_total += time.monotonic() - started
+            self.metrics.commit_seconds_total += took
+            self.metrics.commit_time.observe(took)
         self.snapshots.committed(batch)
 
     def handle_load_snapshot(self, reader: SnapshotReader) -> None:
@@ -528,6 +534,7 @@ class QuorumController:
         started = time.monotonic()
         deadline = started + timeout_ms / 1000 if timeout_ms and timeout_ms > 0 else None
         future = self.queue.append(Event(name, run, deadline))
+        error = "NONE"
         try:
             if deadline is None:
                 return await future
@@ -547,11 +554,21 @@ class QuorumController:
                 return await waiter
             finally:
                 timer.cancel()
+        except KafkaError as e:
+            error = e.code.name if isinstance(e.code, Errors) else "UNKNOWN_SERVER_ERROR"
+            raise
+        except BaseException:
+            error = "UNKNOWN_SERVER_ERROR"  # a bug, or a caller gone (cancelled)
+            raise
         finally:
-            self.metrics.requests[name] = self.metrics.requests.get(name, 0) + 1
-            self.metrics.request_seconds[name] = self.metrics.request_seconds.get(name, 0.0) + (
-                time.monotonic() - started
-            )
+            took = time.monotonic() - started
+            m = self.metrics
+            m.requests[name] = m.requests.get(name, 0) + 1
+            m.request_seconds[name] = m.request_seconds.get(name, 0.0) + took
+            histogram = m.request_time.get((name, error))
+            if histogram is None:
+                histogram = m.request_time[name, error] = Histogram()
+            histogram.observe(took)
 
     # -- the API ---------------------------------------------------------------------------------------------
 

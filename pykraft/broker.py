@@ -379,7 +379,8 @@ async def _main(args: argparse.Namespace, settings: ObserverSettings | None) -> 
         try:
             if args.metrics_port:
                 try:
-                    serve_broker_metrics(agent.data_plane.manager, args.metrics_host, args.metrics_port)
+                    manager = agent.data_plane.manager
+                    serve_broker_metrics(manager, args.metrics_host, args.metrics_port, observer=observer)
                 except OSError as e:
                     where = f"{args.metrics_host}:{args.metrics_port}"
                     print(f"pykraft broker: cannot serve metrics on {where}: {e}", file=sys.stderr)

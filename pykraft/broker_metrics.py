@@ -10,23 +10,28 @@ path), named after Kafka's broker MBeans:
   throttle_rate_bytes{side} (the rates in force: leader, follower, disk; +Inf when unthrottled),
   throttled_bytes_total{side}, and quota_holds_total{side} (fetches a spent quota held back);
 - ``kafka_log_log_size{topic,partition}`` and ``kafka_log_log_end_offset{topic,partition}``: each replica's size;
-- ``pykraft_gc_*`` as the controllers have them.
+- with a metadata observer (``--controller-quorum-voters``): its ``kafka_raft_*`` and
+  ``pykraft_metadata_last_applied_offset{,_lag}`` (also as Kafka's ``kafka_server_metadata_last_applied_offset``);
+- ``process_*``, ``python_*``, ``pykraft_gc_*`` and ``pykraft_build_info`` as the controllers have them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from pykraft import gc_pauses
-from pykraft.metrics import GcCollector, single_samples
+from pykraft.metrics import MetadataCollector, RaftCollector, register_process_collectors, single_samples
 from pykraft.replica.manager import ReplicaManager, under_replicated
 from pykraft.replica.partition import MESSAGE_BYTES
 from pykraft.replica.throttle import TokenBucket
+
+if TYPE_CHECKING:
+    from broker.observer import MetadataObserver
 
 
 def _rate(bucket: TokenBucket) -> float:
@@ -136,15 +141,26 @@ class BrokerCollector(Collector):
         yield leo
 
 
-def broker_registry(manager: ReplicaManager) -> CollectorRegistry:
+def broker_registry(manager: ReplicaManager, observer: MetadataObserver | None = None) -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(BrokerCollector(manager))
-    registry.register(GcCollector(gc_pauses.install()))
+    if observer is not None:
+        registry.register(RaftCollector(observer.node))
+        registry.register(
+            MetadataCollector(
+                observer.node,
+                lambda: observer.current_metadata_offset,
+                "kafka_server_metadata_last_applied_offset",
+            )
+        )
+    register_process_collectors(registry, "broker")
     return registry
 
 
-def serve_broker_metrics(manager: ReplicaManager, host: str, port: int) -> WSGIServer:
+def serve_broker_metrics(
+    manager: ReplicaManager, host: str, port: int, observer: MetadataObserver | None = None
+) -> WSGIServer:
     """Serve the broker's metrics on ``host:port`` from a daemon thread (raises OSError when it cannot be bound).
     Returns the server: ``shutdown()`` stops it."""
-    server, _ = start_http_server(port, addr=host, registry=broker_registry(manager))
+    server, _ = start_http_server(port, addr=host, registry=broker_registry(manager, observer))
     return server

@@ -1,18 +1,30 @@
-"""Prometheus metrics of a node, read from its live state at scrape time (nothing on the hot path)."""
+"""Prometheus metrics of a node, read from its live state at scrape time (nothing on the hot path but the
+observation of a histogram: :mod:`quorum.histogram`).
+
+Each node has its own :class:`CollectorRegistry` (tests run several nodes in one process): Raft (``kafka_raft_*``),
+the controller (``kafka_controller_*``), the metadata it applied (``pykraft_metadata_*``), and the process
+(``process_*``, ``python_*``, ``pykraft_gc_*``, ``pykraft_build_info``). README.md "Metrics" maps the names to
+Kafka's JMX names; deploy/grafana/pykraft.json plots them.
+"""
 
 from __future__ import annotations
 
+import importlib.metadata
+import platform
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+import grpc
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from controller.quorum_controller import QuorumController
 from pykraft import gc_pauses
 from pykraft.gc_pauses import GcPauses
 from quorum.fault import LoggingFaultHandler
+from quorum.histogram import Histogram
+from quorum.raft.roles import Leader
 from quorum.raft.runtime import RaftNode
 
 ROLES = ("Unattached", "Voted", "Prospective", "Candidate", "Leader", "Follower", "Resigned")
@@ -35,6 +47,17 @@ def single_samples(labels: list[str], values: list[str]) -> tuple[Sample, Sample
         return c
 
     return gauge, counter
+
+
+def histogram_family(
+    name: str, doc: str, labels: list[str], series: Iterable[tuple[list[str], Histogram]]
+) -> HistogramMetricFamily:
+    """One Prometheus histogram family (``name_bucket``, ``_sum``, ``_count``) from :class:`Histogram` values."""
+    family = HistogramMetricFamily(name, doc, labels=labels)
+    for values, histogram in series:
+        buckets, total = histogram.cumulative()
+        family.add_metric(values, buckets, total)
+    return family
 
 
 class RaftCollector(Collector):
@@ -95,6 +118,13 @@ class RaftCollector(Collector):
         yield counter("kafka_raft_commits", "High watermark advances", m.committed_offset_advances)
         yield counter("kafka_raft_truncations", "Log truncations after divergence", m.truncations)
         yield counter("kafka_raft_resignations", "Times this node resigned leadership", m.resignations)
+        yield histogram_family(
+            "kafka_raft_election_latency_seconds",
+            "From this node's first pre-vote of an election to leading, or following a leader",
+            labels,
+            [(nid, m.election_seconds)],
+        )
+        yield from voter_lag(core.role, self.node.log.end_offset, labels, nid)
         # Where a commit's time goes (quorum/raft/hops.py): per stage, the summed time since the traced append (on
         # the leader) or since a fetch answer with records arrived (on a follower); divide by the samples.
         stages = CounterMetricFamily(
@@ -115,11 +145,90 @@ class RaftCollector(Collector):
         yield samples
 
 
+def voter_lag(role: object, log_end_offset: int, labels: list[str], nid: list[str]) -> Iterator[GaugeMetricFamily]:
+    """On the leader, each voter's log end offset (its last fetch offset) and how far behind the leader's log end
+    it is — the leader itself included (lag 0), as DescribeQuorum lists it. Elsewhere: no samples."""
+    end = GaugeMetricFamily(
+        "kafka_raft_voter_log_end_offset", "On the leader: each voter's log end offset", labels=[*labels, "voter_id"]
+    )
+    lag = GaugeMetricFamily(
+        "kafka_raft_voter_lag",
+        "On the leader: offsets each voter is behind the leader's log end",
+        labels=[*labels, "voter_id"],
+    )
+    if isinstance(role, Leader):
+        voters = [(role.local_id, log_end_offset), *((v, s.end_offset) for v, s in list(role.replicas.items()))]
+        for voter, offset in sorted(voters):
+            end.add_metric([*nid, str(voter)], offset)
+            lag.add_metric([*nid, str(voter)], max(0, log_end_offset - offset))
+    yield end
+    yield lag
+
+
+class MetadataCollector(Collector):
+    """The last metadata offset a node applied (a controller's state, a broker's image) and its lag behind the
+    high watermark: ``pykraft_metadata_last_applied_offset{,_lag}``, and under Kafka's name (``alias``)."""
+
+    def __init__(self, node: RaftNode, applied: Callable[[], int], alias: str) -> None:
+        self.node = node
+        self.applied = applied
+        self.alias = alias
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        core = self.node.core
+        applied = self.applied()
+        gauge, _ = single_samples(["node_id"], [str(self.node.node_id)])
+        yield gauge("pykraft_metadata_last_applied_offset", "Last metadata offset applied, -1 for none", applied)
+        yield gauge(self.alias, "Last metadata offset applied, -1 for none", applied)
+        # Offsets below the high watermark are committed: caught up means applied == high watermark - 1.
+        hw = core.high_watermark if core is not None else 0
+        yield gauge(
+            "pykraft_metadata_last_applied_offset_lag",
+            "Committed offsets (below the high watermark) not applied yet",
+            max(0, hw - 1 - applied),
+        )
+
+
+RECOUNT_S = 30.0  # a large image's partition health is counted again at most this often
+RECOUNT_ALWAYS_BELOW = 100_000  # partitions: below, every scrape counts (a few ms)
+
+
+class PartitionHealth:
+    """Kafka's OfflinePartitionsCount (leader -1) and PreferredReplicaImbalanceCount (leader not the first
+    replica, offline ones included, as Kafka counts them), over the committed image. Counting is O(partitions):
+    ~0.3 s at 2M on the scrape's thread, so it runs only when something was committed since, and for a large image
+    at most every RECOUNT_S."""
+
+    def __init__(self) -> None:
+        self.counted_at: tuple[int, float] | None = None  # (committed offset, time.monotonic())
+        self.offline = 0
+        self.imbalanced = 0
+
+    def count(self, c: QuorumController) -> tuple[int, int]:
+        committed = c.replication.partitions.committed()
+        now = time.monotonic()
+        if self.counted_at is not None:
+            offset, at = self.counted_at
+            if offset == c.committed_offset or (len(committed) >= RECOUNT_ALWAYS_BELOW and now - at < RECOUNT_S):
+                return self.offline, self.imbalanced
+        self.counted_at = (c.committed_offset, now)
+        offline = imbalanced = 0
+        for p in list(committed.values()):  # a copy: the event loop changes the dict meanwhile
+            leader, replicas = p[2], p[0]
+            if leader == -1:
+                offline += 1
+            if (replicas[0] if replicas else -1) != leader:
+                imbalanced += 1
+        self.offline, self.imbalanced = offline, imbalanced
+        return offline, imbalanced
+
+
 class ControllerCollector(Collector):
     """Kafka-like controller metrics (kafka_controller_*)."""
 
     def __init__(self, controller: QuorumController) -> None:
         self.controller = controller
+        self.health = PartitionHealth()
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         c = self.controller
@@ -156,6 +265,24 @@ class ControllerCollector(Collector):
             "Time spent running events",
             value=q.process_time_total_s,
         )
+        yield histogram_family(
+            "kafka_controller_event_queue_wait_seconds",
+            "Time from an event being ready (queued, or a deferred event's time) to its start",
+            [],
+            [([], q.queue_time)],
+        )
+        yield histogram_family(
+            "kafka_controller_event_processing_seconds", "Time running an event", [], [([], q.process_time)]
+        )
+        offline, imbalanced = self.health.count(c)
+        yield GaugeMetricFamily(
+            "kafka_controller_offline_partitions_count", "Partitions without a leader", value=offline
+        )
+        yield GaugeMetricFamily(
+            "kafka_controller_preferred_replica_imbalance_count",
+            "Partitions not led by their first replica",
+            value=imbalanced,
+        )
         yield CounterMetricFamily(
             "kafka_controller_records_appended", "Metadata records appended", value=c.metrics.records_appended
         )
@@ -164,6 +291,12 @@ class ControllerCollector(Collector):
             "kafka_controller_commit_latency_seconds",
             "Append-to-commit time, summed",
             value=c.metrics.commit_seconds_total,
+        )
+        yield histogram_family(
+            "kafka_controller_commit_time_seconds",
+            "Append-to-commit time of the batches this controller wrote",
+            [],
+            [([], c.metrics.commit_time)],
         )
         yield GaugeMetricFamily(
             "kafka_controller_last_committed_offset", "Last committed offset", value=c.committed_offset
@@ -178,6 +311,12 @@ class ControllerCollector(Collector):
             seconds.add_metric([api], c.metrics.request_seconds.get(api, 0.0))
         yield count
         yield seconds
+        yield histogram_family(
+            "kafka_controller_request_time_seconds",
+            "Request time by API and outcome (a Kafka error name; NONE: succeeded)",
+            ["api", "error"],
+            [([api, error], h) for (api, error), h in sorted(list(c.metrics.request_time.items()))],
+        )
 
 
 def snapshot_metrics(c: QuorumController) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
@@ -254,14 +393,60 @@ class FaultCollector(Collector):
         yield g
 
 
-def serve_metrics(
-    node: RaftNode, controller: QuorumController | None, host: str, port: int, faults: LoggingFaultHandler
+def build_labels() -> dict[str, str]:
+    try:
+        version = importlib.metadata.version("pykraft")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        version = "unknown"
+    return {
+        "version": version,
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "grpcio": grpc.__version__,
+    }
+
+
+class BuildInfoCollector(Collector):
+    """``pykraft_build_info{version,python,implementation,grpcio,role} 1`` (Kafka's app-info MBean)."""
+
+    def __init__(self, role: str) -> None:
+        self.labels = {**build_labels(), "role": role}
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        g = GaugeMetricFamily("pykraft_build_info", "pykraft's version and runtime; always 1", labels=list(self.labels))
+        g.add_metric(list(self.labels.values()), 1)
+        yield g
+
+
+def register_process_collectors(registry: CollectorRegistry, role: str) -> None:
+    """What every pykraft process serves: process_* (CPU, memory, descriptors), python_info, python_gc_*,
+    pykraft_gc_*, pykraft_build_info."""
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    registry.register(GcCollector(gc_pauses.install()))
+    registry.register(BuildInfoCollector(role))
+
+
+def node_registry(
+    node: RaftNode, controller: QuorumController | None, faults: LoggingFaultHandler
 ) -> CollectorRegistry:
+    """A controller node's metrics (``controller`` None: a quorum without one, as the Raft benchmark runs)."""
     registry = CollectorRegistry()
     registry.register(RaftCollector(node))
     registry.register(FaultCollector(faults))
     if controller is not None:
         registry.register(ControllerCollector(controller))
-    registry.register(GcCollector(gc_pauses.install()))
+        registry.register(
+            MetadataCollector(node, lambda: controller.committed_offset, "kafka_controller_last_applied_record_offset")
+        )
+    register_process_collectors(registry, "controller")
+    return registry
+
+
+def serve_metrics(
+    node: RaftNode, controller: QuorumController | None, host: str, port: int, faults: LoggingFaultHandler
+) -> CollectorRegistry:
+    registry = node_registry(node, controller, faults)
     start_http_server(port, addr=host, registry=registry)
     return registry

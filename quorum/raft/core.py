@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 
 from quorum.errors import Errors, NotLeaderError
+from quorum.histogram import Histogram
 from quorum.log.batch import CorruptBatchError, iter_batches
 from quorum.log.control import LeaderChangeMessage, Voter, encode_control
 from quorum.log.quorum_state import ElectionState
@@ -96,6 +97,8 @@ class CoreMetrics:
     resignations: int = 0
     snapshots_installed: int = 0
     snapshot_bytes_fetched: int = 0
+    # From the first pre-vote of an election to leading or following a leader (seconds, the driver's clock).
+    election_seconds: Histogram = field(default_factory=Histogram)
 
 
 class RaftCore(SilentLeader, SnapshotFetching):
@@ -144,6 +147,7 @@ class RaftCore(SilentLeader, SnapshotFetching):
         self._durable_offset = log.end_offset  # recovery re-validated what is on disk
         self._truncated_below: int | None = None  # lowest truncation point since the running flush began
         self._log = log_ = structlog.get_logger("quorum.raft").bind(node_id=node_id)
+        self._election_started_ms: int | None = None  # this node went Prospective and no leader is known since
         self.role: Role = self._restore(now_ms)
         if self.observer and self.role.leader_id == NO_LEADER:
             self._bootstrap_fetch(self.role, now_ms)
@@ -404,6 +408,9 @@ class RaftCore(SilentLeader, SnapshotFetching):
             self._fail_parked_fetches(old)  # answered as the new role: the fetchers learn the change at once
         if old.leader_id != role.leader_id or old.epoch != role.epoch:
             self.metrics.leader_changes += 1
+        if self._election_started_ms is not None and isinstance(role, Leader | Follower):
+            self.metrics.election_seconds.observe((now - self._election_started_ms) / 1000)
+            self._election_started_ms = None
         self._log.info(
             "role_changed",
             old_role=old.name,
@@ -487,6 +494,8 @@ class RaftCore(SilentLeader, SnapshotFetching):
         if isinstance(r, Resigned | Leader):
             p.leader_id = NO_LEADER  # we were the leader of this epoch; we are not any more
         p.granted.add(self.id)
+        if self._election_started_ms is None:  # a retry goes on timing the same election
+            self._election_started_ms = now
         self._become(p, now, reason)
         if len(p.granted) >= self.majority:
             self._to_candidate(now, "pre-vote: no other voters")
