@@ -1,6 +1,6 @@
-"""A real controller node in this process (single voter: Raft over gRPC, the QuorumController, the Controller
-service), its metrics served over HTTP on loopback from the registry ``pykraft node --metrics-port`` serves, and a
-scrape parsed into samples."""
+"""A real controller node in this process (single voter: Raft over gRPC, the QuorumController, the quorum admin
+and Controller services), its metrics served over HTTP on loopback from the registry ``pykraft node
+--metrics-port`` serves, and a scrape parsed into samples."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from controller.quorum_controller import ControllerSettings, QuorumController
+from controller.records import deserialize
 from pykraft.client import AdminClient
 from pykraft.metrics import node_registry
 from pykraft.service import ControllerService
@@ -27,6 +28,7 @@ from quorum.log.message import Uuid
 from quorum.log.quorum_state import QuorumStateStore
 from quorum.raft.config import RaftConfig, VoterAddress
 from quorum.raft.runtime import RaftNode
+from quorum.transport.admin import QuorumAdminService
 
 FAST = RaftConfig(election_timeout_ms=50, fetch_timeout_ms=200, request_timeout_ms=200)
 
@@ -37,6 +39,7 @@ class LiveNode:
     controller: QuorumController
     admin: AdminClient
     metrics_port: int
+    voters: dict[int, VoterAddress]
 
     def scrape_text(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
@@ -87,6 +90,7 @@ async def live_node(tmp_path: Path, settings: ControllerSettings | None = None) 
     controller = QuorumController(1, node, settings or ControllerSettings(max_idle_interval_ms=0), faults)
     server = grpc.aio.server()
     node.transport.add_to_server(server)
+    QuorumAdminService(node, deserialize).add_to_server(server)  # DescribeQuorum: observers ask it when caught up
     ControllerService(controller, "metrics", voters).add_to_server(server)
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
@@ -95,7 +99,7 @@ async def live_node(tmp_path: Path, settings: ControllerSettings | None = None) 
     http, _ = start_http_server(metrics_port, addr="127.0.0.1", registry=node_registry(node, controller, faults))
     try:
         async with AdminClient(f"127.0.0.1:{port}", request_timeout_ms=5000, default_api_timeout_ms=15_000) as admin:
-            yield LiveNode(node, controller, admin, metrics_port)
+            yield LiveNode(node, controller, admin, metrics_port, voters)
     finally:
         http.shutdown()
         http.server_close()
