@@ -270,7 +270,8 @@ class AdminClient:
                     raise AdminError(f"{method} to {target}: {e.code().name} {e.details()}") from None
                 last_error = f"{target}: {e.code().name}"
                 if e.code() == grpc.StatusCode.UNAVAILABLE and e.details():
-                    last_error += f" ({e.details().splitlines()[0][:120]})"
+                    # gRPC's detail ends in the cause ("...: connect: Connection refused (111)"): keep that part.
+                    last_error += f" ({e.details().splitlines()[0].rsplit(': ', 1)[-1][:100]})"
                 self._controller = None
             else:
                 self._answered = True
