@@ -8,6 +8,7 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from controller.results import ApiError
@@ -72,24 +73,23 @@ def server_list(raw: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def positive_int(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def at_least(minimum: float, kind: type = int) -> Callable[[str], Any]:
+    """An argparse type: a number (``kind``) no smaller than ``minimum``; argparse names the flag in the error."""
+
+    def parse(raw: str) -> Any:
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{raw!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {raw}")
+        return value
+
+    return parse
 
 
-def non_negative_int(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+positive_int = at_least(1)
+non_negative_int = at_least(0)
 
 
 def add_bootstrap_arguments(

@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from pykraft.cli_common import add_bootstrap_arguments, non_negative_int, positive_int
+from pykraft.cli_common import add_bootstrap_arguments, at_least, non_negative_int, positive_int
 from pykraft.client import AdminClient, AdminError
 from pykraft.testing import free_ports
 from quorum.fault import FATAL_EVENT, FATAL_EXIT_CODE
@@ -40,16 +40,6 @@ DEFAULT_PORTS = (9091, 9092, 9093)
 LOGS_DIR = "logs"  # each process's output: logs/controller-1.out, logs/broker-101.out
 
 
-def positive_seconds(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a number of seconds") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {raw}")
-    return value
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="cluster_command", required=True, metavar="SUBCOMMAND")
     up = sub.add_parser("up", help="start a local cluster in the background")
@@ -58,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     up.add_argument("--brokers", type=non_negative_int, default=6, help="broker agents (Raft observers)")
     up.add_argument("--racks", type=positive_int, default=3, help="racks the brokers are spread over")
     up.add_argument(
-        "--timeout", type=positive_seconds, default=60, help="seconds to wait for the cluster to be healthy"
+        "--timeout", type=at_least(0.1, float), default=60, help="seconds to wait for the cluster to be healthy"
     )
     up.add_argument(
         "--produce-rate",

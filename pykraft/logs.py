@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from pykraft.cli_common import at_least
 from quorum.errors import Errors
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -119,19 +120,6 @@ def log_level(raw: str) -> str:
     return level
 
 
-def _count(minimum: int) -> Any:
-    def parse(raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid integer {raw!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{value} is below {minimum}")
-        return value
-
-    return parse
-
-
 def add_logging_arguments(parser: argparse.ArgumentParser) -> None:
     """``--log-level``, ``--log-file``, ``--log-file-max-bytes`` and ``--log-file-backups`` for a long-running
     command (``pykraft node``, ``pykraft broker``)."""
@@ -151,14 +139,14 @@ def add_logging_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--log-file-max-bytes",
-        type=_count(0),
+        type=at_least(0),
         default=DEFAULT_MAX_BYTES,
         metavar="BYTES",
         help=f"rotate --log-file when it would grow past this; 0: never (default: {DEFAULT_MAX_BYTES})",
     )
     group.add_argument(
         "--log-file-backups",
-        type=_count(1),
+        type=at_least(1),
         default=DEFAULT_BACKUPS,
         metavar="N",
         help=f"rotated files kept: PATH.1 (newest) .. PATH.N (default: {DEFAULT_BACKUPS})",

@@ -175,8 +175,8 @@ def test_the_flag_wins_over_the_variable_and_info_is_the_default(argv: list[str]
     [
         (["--log-level", "loud"], None, "argument --log-level: invalid level 'loud'"),
         ([], "chatty", "environment variable PYKRAFT_LOG_LEVEL: invalid level 'chatty'"),
-        (["--log-file-backups", "0"], None, "argument --log-file-backups: 0 is below 1"),
-        (["--log-file-max-bytes", "lots"], None, "argument --log-file-max-bytes: invalid integer 'lots'"),
+        (["--log-file-backups", "0"], None, "argument --log-file-backups: must be at least 1, got 0"),
+        (["--log-file-max-bytes", "lots"], None, "argument --log-file-max-bytes: 'lots' is not an integer"),
     ],
 )
 def test_a_bad_level_is_a_one_line_usage_error(
@@ -189,7 +189,7 @@ def test_a_bad_level_is_a_one_line_usage_error(
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("pykraft broker: error: ") and names in err, err
-    assert "DEBUG, INFO, WARNING" in err or "integer" in err or "below" in err
+    assert "DEBUG, INFO, WARNING" in err or "integer" in err or "at least" in err
 
 
 def test_the_log_file_rotates_by_size_and_loses_nothing(tmp_path: Path, configure: Callable[..., None]) -> None:
