@@ -161,10 +161,19 @@ def analytics(rows: DataFrame, state: State, as_of_offset: int | None = None) ->
     }
 
 
-def _walked(r: DataFrame) -> DataFrame:
-    """The partition rows and topic events the walks take (:mod:`audit.history`, :mod:`audit.reassignments`)."""
+def _walk(r: DataFrame, walk: Callable[[pa.Table], pa.Table], schema: pa.Schema) -> pa.Table:
+    """One of the walks over every partition row and topic event in log order (:mod:`audit.history`,
+    :mod:`audit.reassignments`, :mod:`audit.timeline`), run in one task; its ``schema`` table back on the driver."""
     columns = list(dict.fromkeys([*history.INPUT, *reassignments.INPUT]))
-    return r.where(F.col("record_type").isin(*history.PARTITION_TYPES, *history.TOPIC_EVENT_TYPES)).select(*columns)
+    walked = r.where(F.col("record_type").isin(*history.PARTITION_TYPES, *history.TOPIC_EVENT_TYPES)).select(*columns)
+    spark_schema = from_arrow_schema(schema)
+    as_spark = to_arrow_schema(spark_schema, timezone="UTC")  # (Spark takes microseconds)
+    return (
+        walked.coalesce(1)
+        .mapInArrow(over_partition(lambda t: walk(t).cast(as_spark)), spark_schema)
+        .toArrow()
+        .cast(schema)
+    )
 
 
 def _end_ms(r: DataFrame) -> int | None:
@@ -178,15 +187,7 @@ def leadership(rows: DataFrame, as_of_offset: int | None = None) -> dict[str, Da
     functions (:func:`audit.tables.broker_events`, :func:`audit.tables.offline_partitions`) on the driver; the
     reassignments likewise (:func:`reassignments_of`)."""
     r = records_as_of(rows, as_of_offset)
-    schema = from_arrow_schema(history.CHANGES)
-    as_spark = to_arrow_schema(schema, timezone="UTC")  # (Spark takes microseconds)
-    changes = (
-        _walked(r)
-        .coalesce(1)
-        .mapInArrow(over_partition(lambda t: history.changes(t).cast(as_spark)), schema)
-        .toArrow()
-        .cast(history.CHANGES)
-    )
+    changes = _walk(r, history.changes, history.CHANGES)
     brokers = r.where(F.col("record_type").isin(*tables.BROKER_TYPES)).select(*tables.BROKER_EVENT_INPUT).toArrow()
     end_ms = _end_ms(r)
     spark = rows.sparkSession
@@ -201,15 +202,7 @@ def leadership(rows: DataFrame, as_of_offset: int | None = None) -> dict[str, Da
 def timeline_of(r: DataFrame) -> pa.Table:
     """The timeline of decoded rows (:func:`audit.replay.records_as_of`): the partitions' changes walked in one
     task, the brokers', configs' and topics' rows on the driver (the job's functions, as it does)."""
-    schema = from_arrow_schema(timeline.TIMELINE)
-    as_spark = to_arrow_schema(schema, timezone="UTC")
-    partitions = (
-        _walked(r)
-        .coalesce(1)
-        .mapInArrow(over_partition(lambda t: timeline.partition_events(t).cast(as_spark)), schema)
-        .toArrow()
-        .cast(timeline.TIMELINE)
-    )
+    partitions = _walk(r, timeline.partition_events, timeline.TIMELINE)
 
     def rows(kinds: tuple[str, ...], columns: list[str]) -> pa.Table:
         return r.where(F.col("record_type").isin(*kinds)).select(*columns).toArrow()
@@ -228,16 +221,7 @@ def timeline_of(r: DataFrame) -> pa.Table:
 def reassignments_of(r: DataFrame, end_ms: int | None) -> pa.Table:
     """The reassignments of decoded rows (:func:`audit.replay.records_as_of`): the partition rows walked in one task
     (:mod:`audit.reassignments`), the table made on the driver (the job's function, as it does)."""
-    schema = from_arrow_schema(reassignments.MOVES)
-    as_spark = to_arrow_schema(schema, timezone="UTC")
-    moves = (
-        _walked(r)
-        .coalesce(1)
-        .mapInArrow(over_partition(lambda t: reassignments.moves(t).cast(as_spark)), schema)
-        .toArrow()
-        .cast(reassignments.MOVES)
-    )
-    return reassignments.table(moves, end_ms)
+    return reassignments.table(_walk(r, reassignments.moves, reassignments.MOVES), end_ms)
 
 
 def _size(files: list[Path]) -> str:
