@@ -13,10 +13,9 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from pyspark import SparkContext
@@ -38,31 +37,15 @@ def find_java() -> str | None:
 LOCAL_JVM = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m -XX:+UseParallelGC"
 
 
-# Errors only, on stderr, in Spark's own layout (its log4j2-defaults.properties, at level error).
-QUIET_LOG4J2 = """\
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
-"""
+# Errors only, on stderr, in Spark's own layout (its log4j2-defaults.properties, at level error); shipped beside
+# this module rather than written to a shared temporary directory.
+QUIET_LOG4J2 = Path(__file__).with_name("log4j2-quiet.properties")
 # What the JVM prints at start-up whatever log4j says: its own notices, and the interactive shell's hint (PySpark's
 # gateway counts as a shell).
 JVM_NOTICES = re.compile(
     rb"^(WARNING: Using incubator modules|Picked up (_JAVA_OPTIONS|JAVA_TOOL_OPTIONS)"
     rb"|Setting default log level to |To adjust logging level use sc\.setLogLevel)"
 )
-
-
-def quiet_log4j2() -> Path:
-    """The quiet configuration as a file the JVM can read (rewritten if missing or different)."""
-    user = os.getuid() if hasattr(os, "getuid") else 0
-    path = Path(tempfile.gettempdir()) / f"pykraft-log4j2-quiet-{user}.properties"
-    if not path.exists() or path.read_text() != QUIET_LOG4J2:
-        path.write_text(QUIET_LOG4J2)
-    return path
 
 
 def _forward(source: int, target: int) -> None:
@@ -118,21 +101,16 @@ def spark_session(
         # The local JVM is the whole cluster, so its JIT flags are ours to choose (a cluster's executors keep theirs).
         java_options.append(os.environ.get("PYKRAFT_SPARK_JAVA_OPTIONS", LOCAL_JVM))
     if not verbose:
-        java_options.append(f"-Dlog4j2.configurationFile={quiet_log4j2().as_uri()}")
+        java_options.append(f"-Dlog4j2.configurationFile={QUIET_LOG4J2.as_uri()}")
     if java_options:
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_options))
     # A JVM already running (an earlier session of this process) keeps its stderr: only a launch is filtered.
     launching = not verbose and SparkContext._gateway is None
-    with _filtered_stderr() if launching else _nothing():
+    with _filtered_stderr() if launching else nullcontext():
         spark = _configured(builder, master, memory).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(ClusterMetadataDataSource)
     return spark
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 def _configured(builder: SparkSession.Builder, master: str, memory: str) -> SparkSession.Builder:
