@@ -11,14 +11,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 import structlog
+from metrics_helpers import FAST, live_node
 
-from controller.quorum_controller import ControllerSettings, QuorumController
 from pykraft import cli, logs
 from pykraft.broker import BrokerAgent
-from pykraft.service import ControllerService
 from pykraft.testing import free_ports
 from quorum import progress
 from quorum.errors import Errors
@@ -27,10 +25,8 @@ from quorum.log.log import MetadataLog
 from quorum.log.quorum_state import QuorumStateStore
 from quorum.log.snapshots import SnapshotId
 from quorum.raft.client import CommittedBatch, LeaderAndEpoch, SnapshotReader
-from quorum.raft.config import RaftConfig, VoterAddress
+from quorum.raft.config import VoterAddress
 from quorum.raft.runtime import RaftNode
-
-FAST = RaftConfig(election_timeout_ms=50, fetch_timeout_ms=200, request_timeout_ms=200)
 
 
 @pytest.fixture
@@ -57,50 +53,30 @@ def read_events(path: Path) -> list[dict[str, Any]]:
 async def heartbeat_for_a_while(tmp_path: Path, seconds: float) -> int:
     """A single-voter controller and broker 101 heartbeating every 50 ms for ``seconds``, then shut down in a
     controlled way; the number of heartbeats the broker sent."""
-    port, listener_port = free_ports(2)
-    voters = {1: VoterAddress(1, "127.0.0.1", port)}
-    metadata_log = MetadataLog.open(tmp_path / "controller")
-    node = RaftNode(
-        node_id=1,
-        voters=voters,
-        cluster_id="levels",
-        log=metadata_log,
-        store=QuorumStateStore(metadata_log.dir),
-        config=FAST,
-        faults=LoggingFaultHandler(),
-    )
-    controller = QuorumController(1, node, ControllerSettings(max_idle_interval_ms=0), LoggingFaultHandler())
-    server = grpc.aio.server()
-    node.transport.add_to_server(server)
-    ControllerService(controller, "levels", voters).add_to_server(server)
-    server.add_insecure_port(f"127.0.0.1:{port}")
-    await server.start()
-    controller.start()
-    node.start()
-    agent = BrokerAgent(101, "rack-1", f"127.0.0.1:{port}", ("127.0.0.1", listener_port), heartbeat_interval_ms=50)
-    beats = 0
-    beat = agent.heartbeat
+    (listener_port,) = free_ports(1)
+    async with live_node(tmp_path) as live:
+        port = live.voters[1].port
+        agent = BrokerAgent(101, "rack-1", f"127.0.0.1:{port}", ("127.0.0.1", listener_port), heartbeat_interval_ms=50)
+        beats = 0
+        beat = agent.heartbeat
 
-    async def counted(want_shutdown: bool = False) -> bool:
-        nonlocal beats
-        beats += 1
-        return await beat(want_shutdown)
+        async def counted(want_shutdown: bool = False) -> bool:
+            nonlocal beats
+            beats += 1
+            return await beat(want_shutdown)
 
-    agent.heartbeat = counted  # type: ignore[method-assign]
-    stop = asyncio.Event()
-    task = asyncio.create_task(agent.run(stop))
-    try:
-        async with asyncio.timeout(15):
-            while agent.fenced:
-                await asyncio.sleep(0.02)
-        await asyncio.sleep(seconds)
-        stop.set()
-        await asyncio.wait_for(task, 15)
-    finally:
-        task.cancel()
-        await controller.close()
-        await node.shutdown(graceful=False)
-        await server.stop(0)
+        agent.heartbeat = counted  # type: ignore[method-assign]
+        stop = asyncio.Event()
+        task = asyncio.create_task(agent.run(stop))
+        try:
+            async with asyncio.timeout(15):
+                while agent.fenced:
+                    await asyncio.sleep(0.02)
+            await asyncio.sleep(seconds)
+            stop.set()
+            await asyncio.wait_for(task, 15)
+        finally:
+            task.cancel()
     return beats
 
 
