@@ -178,21 +178,22 @@ class ClusterControl:
         )
         return ControllerResult(records, reply, atomic=False)
 
-    def fence_stale_brokers(
-        self, now_ms: int, partition_moves: Callable[[int, bool], list[ApiMessage]]
-    ) -> ControllerResult[list[int]]:
-        """Fence one unfenced broker whose session has expired (one heartbeat missed for too long), the lowest id
-        first: at most one per call, as Kafka's maybeFenceOneStaleBroker. ``partition_moves`` reads the partitions
-        as they are; the moves of a second broker must see the first one's records replayed (made in the same
-        pass, the second broker's ISR changes would put the first back into the ISRs it had just left)."""
-        for broker_id, b in sorted(self.brokers.items()):
-            session = self._sessions.get(broker_id)
-            if b.fenced or session is None:
-                continue
-            if now_ms - session.last_contact_ms > self.session_timeout_ms:
-                records = [*partition_moves(broker_id, True), self._change(b, fenced=True)]
-                return ControllerResult(records, [broker_id], atomic=False)
-        return ControllerResult([], [])
+    def stale_broker(self, now_ms: int) -> int | None:
+        """The lowest id among unfenced brokers whose session has expired (one heartbeat missed for too long): the
+        next to fence, one at a time as Kafka's maybeFenceOneStaleBroker (the moves of a second broker must see the
+        first one's replayed, or its ISR changes would put the first back into the ISRs it had just left)."""
+        return next((broker_id for broker_id in sorted(self.brokers) if self.session_expired(broker_id, now_ms)), None)
+
+    def session_expired(self, broker_id: int, now_ms: int) -> bool:
+        """Registered, unfenced, not shutting down, and silent for longer than the session timeout."""
+        b = self.brokers.get(broker_id)
+        session = self._sessions.get(broker_id)
+        if b is None or b.fenced or b.in_controlled_shutdown or session is None:
+            return False
+        return now_ms - session.last_contact_ms > self.session_timeout_ms
+
+    def fence_record(self, broker_id: int) -> ApiMessage:
+        return self._change(self.brokers[broker_id], fenced=True)
 
     def start_sessions(self, now_ms: int) -> None:
         """A newly active controller gives every broker a fresh session (it has no heartbeat history)."""

@@ -54,19 +54,27 @@ class LeaderElections:
 
     # -- brokers leaving and arriving ------------------------------------------------------------------------
 
-    def broker_moves(self, broker_id: int, removing: bool) -> list[ApiMessage]:
+    def broker_moves(
+        self, broker_id: int, removing: bool, keys: Iterable[tuple[Uuid, int]] | None = None
+    ) -> list[ApiMessage]:
         """PartitionChangeRecords for ``broker_id`` leaving (fenced, shutting down: off every ISR it is in, never
         emptying one; a new leader where it led) or arriving (unfenced: every leaderless partition holds an
-        election in which it may take part), as Kafka's generateLeaderAndIsrUpdates."""
+        election in which it may take part), as Kafka's generateLeaderAndIsrUpdates. ``keys``: only these
+        partitions (those gone since are skipped), else all."""
         active = self.cluster.active
+        partitions = self.replication.partitions
+        if keys is None:
+            items: Iterable[tuple[tuple[Uuid, int], PartitionRegistration | None]] = partitions.items()
+        else:
+            items = ((key, partitions.get(key)) for key in keys)
         records: list[ApiMessage] = []
         if removing:
 
             def acceptable(r: int) -> bool:
                 return r != broker_id and active(r)
 
-            for (topic_id, index), p in self.replication.partitions.items():
-                if broker_id in p.isr:
+            for (topic_id, index), p in items:
+                if p is not None and broker_id in p.isr:
                     change = PartitionChange(p, topic_id, index, acceptable, self._election_for(topic_id))
                     change.target_isr = [b for b in p.isr if b != broker_id]
                     if (record := change.build()) is not None:
@@ -76,12 +84,26 @@ class LeaderElections:
             def acceptable(r: int) -> bool:
                 return r == broker_id or active(r)
 
-            for (topic_id, index), p in self.replication.partitions.items():
-                if p.leader == NO_LEADER:
+            for (topic_id, index), p in items:
+                if p is not None and p.leader == NO_LEADER:
                     change = PartitionChange(p, topic_id, index, acceptable, self._election_for(topic_id))
                     if (record := change.build()) is not None:
                         records.append(record)
         return records
+
+    def isr_places(self, broker_id: int) -> list[tuple[Uuid, int]]:
+        """The partitions whose ISR holds ``broker_id`` and that its leaving changes, those it leads first (they
+        wait for a new leader). Left out: a leaderless partition whose sole ISR member it is (an ISR is never
+        emptied, so nothing changes there)."""
+        led: list[tuple[Uuid, int]] = []
+        others: list[tuple[Uuid, int]] = []
+        for key, p in self.replication.partitions.items():
+            if broker_id in p.isr:
+                if p.leader == broker_id:
+                    led.append(key)
+                elif len(p.isr) > 1:
+                    others.append(key)
+        return led + others
 
     def has_leaderships(self, broker_id: int) -> bool:
         return any(p.leader == broker_id for p in self.replication.partitions.values())

@@ -40,6 +40,7 @@ from controller.cluster_control import (
 from controller.config_control import ConfigControl
 from controller.configs import TOPIC_RESOURCE
 from controller.event_queue import Event, EventQueue, relay
+from controller.fencing import FENCE_CHUNK_PARTITIONS, StaleBrokerFencing
 from controller.placement import PLACERS
 from controller.purgatory import Purgatory
 from controller.records import (
@@ -113,6 +114,7 @@ class ControllerSettings:
     replica_placer: str = "striped"  # striped | rack-unaware
     max_idle_interval_ms: int = 500  # metadata.max.idle.interval.ms: a NoOpRecord when nothing else was written
     fence_check_interval_ms: int = 1000
+    fence_chunk_partitions: int = FENCE_CHUNK_PARTITIONS  # a stale broker's partitions moved per event (ours)
     delete_topic_enable: bool = True  # delete.topic.enable
     auto_leader_rebalance_enable: bool = True  # auto.leader.rebalance.enable
     leader_imbalance_check_interval_s: float = 300  # leader.imbalance.check.interval.seconds
@@ -203,6 +205,8 @@ class QuorumController:
             node_id=self.node_id,
         )
         self.replication = ReplicationControl(self.timeline, self.cluster, placer, replication, self.configs)
+        chunk = self.settings.fence_chunk_partitions
+        self.fencing = StaleBrokerFencing(self.cluster, self.replication.elections, chunk)
         # Timeline state like the rest: a renounce must forget an uncommitted activation, or it is never rewritten.
         self._features: TimelineDict[str, int] = TimelineDict(self.timeline)
 
@@ -343,6 +347,7 @@ class QuorumController:
         self.active_epoch = epoch
         self._written.clear()
         self.cluster.start_sessions(_now_ms())
+        self.fencing.reset()
         log.info("controller_activated", node_id=self.node_id, epoch=epoch, committed_offset=self.committed_offset)
         if "metadata.version" not in self._features:
             future = self.queue.prepend(Event("activation", lambda: self._write(self._activation_records)))
@@ -352,6 +357,7 @@ class QuorumController:
     def _renounce(self, why: str) -> None:
         log.warning("controller_renounced", node_id=self.node_id, epoch=self.active_epoch, reason=why)
         self.active_epoch = None
+        self.fencing.reset()
         error = NotControllerError(f"this node is no longer the controller: {why}", self.leader.leader_id)
         self.purgatory.fail_all(error)
         self.timeline.revert()
@@ -424,22 +430,23 @@ class QuorumController:
         return self._write(lambda: result)
 
     def _fence_stale_brokers(self) -> Any:
+        """Fence the next stale broker, one step at a time (controller/fencing.py); the next step, or the check for
+        another stale broker, follows at once, after whatever is queued meanwhile."""
         if not self.active:
             return None
-        self.queue.schedule(
-            "fence-stale-brokers",
-            time.monotonic() + self.settings.fence_check_interval_ms / 1000,
-            Event("fenceStaleBrokers", self._fence_stale_brokers),
-        )
-        result = self.cluster.fence_stale_brokers(_now_ms(), self.replication.elections.broker_moves)
-        if not result.records:
-            return None
-        log.info("brokers_fenced", node_id=self.node_id, brokers=result.response, reason="session timed out")
-        # One broker per event: look for the next stale one at once, once these records have been replayed.
-        self.queue.schedule(
-            "fence-stale-brokers", time.monotonic(), Event("fenceStaleBrokers", self._fence_stale_brokers)
-        )
-        return self._write(lambda: result)
+        fencing = self.fencing
+        result = fencing.step(_now_ms())
+        if fencing.abandoned is not None:
+            log.info("broker_fencing_abandoned", node_id=self.node_id, broker=fencing.abandoned, reason="heartbeat")
+        next_check = time.monotonic()
+        if result is None:
+            next_check += self.settings.fence_check_interval_ms / 1000
+        elif result.response:
+            log.info("brokers_fenced", node_id=self.node_id, brokers=result.response, reason="session timed out")
+        elif (progress := fencing.progress)[0] <= fencing.chunk:  # the first step of a round
+            log.info("broker_fencing", node_id=self.node_id, broker=fencing.broker_id, partitions=progress[1])
+        self.queue.schedule("fence-stale-brokers", next_check, Event("fenceStaleBrokers", self._fence_stale_brokers))
+        return None if result is None else self._write(lambda: result)
 
     def _maybe_noop(self) -> Any:
         if not self.active:
