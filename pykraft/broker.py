@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import sys
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from controller.configs import BROKER_CONFIGS
 from controller.quorum_controller import ControllerSettings
 from pykraft.broker_metrics import serve_broker_metrics
 from pykraft.client import AdminClient, AdminError
+from pykraft.loop_thread import LoopThread
 from pykraft.node import CONTROLLER_CONFIGS, controller_settings, int_property
 from pykraft.replica.data_plane import DataPlane
 from pykraft.replica.partition import ReplicaConfig
@@ -210,6 +212,10 @@ class BrokerAgent:
         self.listener = listener
         self.interval = heartbeat_interval_ms / 1000
         self.admin = admin or AdminClient(bootstrap, request_timeout_ms=5000, default_api_timeout_ms=15_000)
+        # Registration and heartbeats run on their own loop, thread and client (see pykraft/loop_thread.py): a main
+        # loop busy for seconds (a large snapshot loading into the image) must not get a live broker fenced.
+        self._lifecycle = LoopThread(f"broker-{broker_id}-lifecycle")
+        self._lifecycle_admin = self._lifecycle.call(_admin_client(bootstrap), timeout=10)
         self.incarnation = str(Uuid.random())
         self.epoch = -1
         self.metadata_offset = -1  # without an observer: the offset the controller last told us
@@ -242,7 +248,7 @@ class BrokerAgent:
     async def register(self) -> None:
         while True:
             try:
-                self.epoch = await self.admin.register_broker(
+                self.epoch = await self._lifecycle_admin.register_broker(
                     self.broker_id, self.incarnation, self.rack, [("PLAINTEXT", *self.listener)]
                 )
                 log.info(
@@ -263,7 +269,7 @@ class BrokerAgent:
         """One heartbeat; True if the controller says to shut down."""
         offset = self.current_metadata_offset
         try:
-            r = await self.admin.heartbeat(self.broker_id, self.epoch, offset, want_shutdown=want_shutdown)
+            r = await self._lifecycle_admin.heartbeat(self.broker_id, self.epoch, offset, want_shutdown=want_shutdown)
         except AdminError as e:
             if e.code in (Errors.STALE_BROKER_EPOCH, Errors.BROKER_ID_NOT_REGISTERED):
                 log.warning("broker_reregistering", broker_id=self.broker_id, reason=str(e), error_code=int(e.code))
@@ -284,26 +290,45 @@ class BrokerAgent:
         return r.should_shut_down
 
     async def run(self, stop: asyncio.Event) -> None:
-        # Up before registering: followers find it through the registration.
-        await self.data_plane.start_server(self.services())
-        await self.register()
-        self.data_plane.start()
-        while not stop.is_set():
+        lifecycle = self._lifecycle
+        try:
+            # Up before registering: followers find it through the registration.
+            await self.data_plane.start_server(self.services())
+            await lifecycle.run(self.register())
+            self.data_plane.start()
+            woken = asyncio.Event()  # waited on and set only on the lifecycle loop
+            beating = asyncio.ensure_future(lifecycle.run(self._beat(woken)))
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait([beating, stopping], return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            lifecycle.loop.call_soon_threadsafe(woken.set)
+            await beating  # its error, if it ended with one
+            log.info("broker_controlled_shutdown", broker_id=self.broker_id)
+            await lifecycle.run(self._controlled_shutdown())
+            await self.data_plane.stop()
+            await self.admin.close()
+            log.info("broker_stopped", broker_id=self.broker_id)
+        finally:
+            await lifecycle.run(self._lifecycle_admin.close())
+            await lifecycle.close()
+
+    async def _beat(self, woken: asyncio.Event) -> None:
+        while not woken.is_set():
             await self.heartbeat()
             # While fenced, report progress quickly (a Kafka broker catching up does the same).
             wait = 0.1 if self.fenced else self.interval
-            try:
-                await asyncio.wait_for(stop.wait(), wait)
-            except TimeoutError:
-                pass
-        log.info("broker_controlled_shutdown", broker_id=self.broker_id)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken.wait(), wait)
+
+    async def _controlled_shutdown(self) -> None:
         for _ in range(60):
             if await self.heartbeat(want_shutdown=True):
                 break
             await asyncio.sleep(0.5)
-        await self.data_plane.stop()
-        await self.admin.close()
-        log.info("broker_stopped", broker_id=self.broker_id)
+
+
+async def _admin_client(bootstrap: str) -> AdminClient:
+    return AdminClient(bootstrap, request_timeout_ms=5000, default_api_timeout_ms=15_000)
 
 
 def replica_config(args: argparse.Namespace) -> ReplicaConfig:
