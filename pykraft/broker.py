@@ -328,7 +328,8 @@ class BrokerAgent:
 
 
 async def _admin_client(bootstrap: str) -> AdminClient:
-    return AdminClient(bootstrap, request_timeout_ms=5000, default_api_timeout_ms=15_000)
+    # Blocking channels: grpc.aio serves the main loop only (see AdminClient's blocking_transport).
+    return AdminClient(bootstrap, request_timeout_ms=5000, default_api_timeout_ms=15_000, blocking_transport=True)
 
 
 def replica_config(args: argparse.Namespace) -> ReplicaConfig:

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 import grpc
@@ -201,10 +202,14 @@ class AdminClient:
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 1000,
         connect_timeout_ms: int | None = None,
+        blocking_transport: bool = False,
     ) -> None:
         """``connect_timeout_ms``: give up a call after this long when no server has answered this client yet
         ("no controller reachable at …"), instead of retrying dead endpoints until the call's deadline; None: the
-        call's deadline alone (a long-running agent that waits for its controllers to start)."""
+        call's deadline alone (a long-running agent that waits for its controllers to start).
+        ``blocking_transport``: calls go over blocking gRPC channels, each in the loop's default executor — for a
+        second event loop in a process (grpc.aio serves one: completions of a second loop's calls are read by
+        whichever loop polls first, and lost to the other)."""
         self.servers = parse_bootstrap_servers(bootstrap_servers)
         self.connect_timeout_ms = connect_timeout_ms
         self._answered = False  # has any server answered (anything, even NOT_CONTROLLER)?
@@ -212,7 +217,8 @@ class AdminClient:
         self.default_api_timeout_ms = default_api_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = retry_backoff_max_ms
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        self.blocking_transport = blocking_transport
+        self._channels: dict[str, grpc.aio.Channel | grpc.Channel] = {}
         self._controller: str | None = None  # the last known active controller
         self.attempts = 0
 
@@ -224,14 +230,21 @@ class AdminClient:
 
     async def close(self) -> None:
         for ch in self._channels.values():
-            await ch.close()
+            if isinstance(ch, grpc.aio.Channel):
+                await ch.close()
+            else:
+                ch.close()
         self._channels.clear()
 
-    def _stub(self, target: str) -> pb_grpc.ControllerStub:
+    def _stub(self, target: str) -> Any:
         ch = self._channels.get(target)
         if ch is None:
-            ch = self._channels[target] = grpc.aio.insecure_channel(target)
-        return pb_grpc.ControllerStub(ch)
+            ch = self._channels[target] = (
+                grpc.insecure_channel(target) if self.blocking_transport else grpc.aio.insecure_channel(target)
+            )
+        if isinstance(ch, grpc.aio.Channel):
+            return pb_grpc.ControllerStub(ch)
+        return _ExecutorStub(pb_grpc.ControllerStub(ch))
 
     async def _call(self, method: str, request: Any, timeout_ms: int | None = None) -> Any:
         """Send to the controller, following NOT_CONTROLLER hints and retrying transport failures, until the
@@ -265,7 +278,7 @@ class AdminClient:
                 response = await getattr(self._stub(target), method)(
                     request, timeout=min(remaining, self.request_timeout_ms / 1000)
                 )
-            except grpc.aio.AioRpcError as e:
+            except grpc.RpcError as e:  # grpc.aio's AioRpcError, or a blocking call's error: both have code()
                 if e.code() not in RETRIABLE_CODES:
                     raise AdminError(f"{method} to {target}: {e.code().name} {e.details()}") from None
                 last_error = f"{target}: {e.code().name}"
@@ -620,6 +633,21 @@ class AdminClient:
                 for p in t.partitions
             ),
         )
+
+
+class _ExecutorStub:
+    """A blocking stub's calls, awaitable: each runs in the running loop's default executor."""
+
+    def __init__(self, stub: pb_grpc.ControllerStub) -> None:
+        self._stub = stub
+
+    def __getattr__(self, method: str) -> Callable[..., Awaitable[Any]]:
+        call = getattr(self._stub, method)
+
+        async def invoke(request: Any, timeout: float | None = None) -> Any:
+            return await asyncio.get_running_loop().run_in_executor(None, partial(call, request, timeout=timeout))
+
+        return invoke
 
 
 class SyncAdminClient:

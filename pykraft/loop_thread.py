@@ -4,7 +4,8 @@ A broker's main loop replays metadata: loading a snapshot of a million partition
 broker heartbeats from its own thread (BrokerLifecycleManager's event queue), so metadata work never delays a
 heartbeat past ``broker.session.timeout.ms``; ours run here for the same reason. A thread waiting on a socket gets
 the GIL back within the interpreter's switch interval (5 ms) however busy the main thread is, where a task on the
-main loop waits for whatever callback is running to end.
+main loop waits for whatever callback is running to end. grpc.aio serves one event loop per process: gRPC calls made
+here go over blocking channels (:class:`~pykraft.client.AdminClient`'s ``blocking_transport``).
 """
 
 from __future__ import annotations

@@ -38,7 +38,9 @@ async def is_fenced(admin: AdminClient, broker_id: int) -> bool:
     return brokers[broker_id].fenced
 
 
-async def test_a_busy_main_loop_does_not_get_the_broker_fenced(controller: Cluster) -> None:
+async def test_a_busy_main_loop_does_not_get_the_broker_fenced(
+    controller: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
     (listener_port,) = free_ports(1)
     bootstrap = ",".join(f"127.0.0.1:{n.port}" for n in controller.nodes.values())
     agent = BrokerAgent(101, None, bootstrap, ("127.0.0.1", listener_port), heartbeat_interval_ms=200)
@@ -62,3 +64,7 @@ async def test_a_busy_main_loop_does_not_get_the_broker_fenced(controller: Clust
         await asyncio.wait_for(task, 30)
     finally:
         task.cancel()
+    # Two loops in one process must not share grpc.aio: its poller's events went to either loop, and the other
+    # one's read failed ("Exception in callback PollerCompletionQueue._handle_events ... BlockingIOError").
+    failures = [r.getMessage() for r in caplog.records if r.name == "asyncio" and r.levelname == "ERROR"]
+    assert not failures, failures
