@@ -29,6 +29,7 @@ from quorum.histogram import Histogram
 log = structlog.get_logger("controller.event_queue")
 
 BURST_S = 0.001  # how long ready events may run back to back before I/O gets a turn
+SLOW_EVENT_S = 1.0  # an event that held the loop this long is logged: Raft's fetch answers waited behind it
 
 
 @dataclass
@@ -64,6 +65,7 @@ class EventQueue:
         self._closed: KafkaError | None = None
         self._task: asyncio.Task[None] | None = None
         self.stats = QueueStats()
+        self.running: str | None = None  # the name of the event running now
 
     def start(self) -> None:
         self._task = spawn(self._consume(), name=f"{self.name}-events", on_error=self.on_error)
@@ -165,6 +167,7 @@ class EventQueue:
                 KafkaError(f"{ev.name} timed out after waiting {waited:.0f} ms in the queue", Errors.REQUEST_TIMED_OUT)
             )
             return
+        self.running = ev.name
         try:
             result = ev.run()
         except Exception as e:  # the event's own error travels to its caller
@@ -175,7 +178,10 @@ class EventQueue:
             else:
                 ev.future.set_result(result)
         finally:
+            self.running = None
             took = time.monotonic() - started
+            if took >= SLOW_EVENT_S:
+                log.warning("slow_event", queue=self.name, name=ev.name, ms=round(took * 1000))
             self.stats.processed += 1
             self.stats.process_time_total_s += took
             self.stats.process_time.observe(took)

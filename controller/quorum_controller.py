@@ -89,6 +89,7 @@ from quorum.log.snapshots import SnapshotId
 from quorum.raft.client import CommittedBatch, LeaderAndEpoch, RaftClient, SnapshotReader
 
 log = structlog.get_logger("controller")
+LARGE_WRITE_RECORDS = 10_000  # one event writing this many records is logged (which event, how many)
 T = TypeVar("T")
 
 METADATA_VERSION = 22  # 4.0-IV0
@@ -477,6 +478,15 @@ class QuorumController:
         if not result.records:
             return self._read(lambda: result.response)
         values = [serialize(r) for r in result.records]
+        if len(values) >= LARGE_WRITE_RECORDS:
+            log.info(
+                "large_write",
+                node_id=self.node_id,
+                epoch=epoch,
+                during=self.queue.running,
+                records=len(values),
+                first_offset=self.raft.next_offset(),
+            )
         # Kafka's order: apply the records at the offsets they will get, then append. A record that cannot be
         # applied is then fatal before any of its batch reaches the log, where it would stop every standby too.
         first = self.raft.next_offset()

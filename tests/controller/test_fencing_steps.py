@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+import structlog
 from ctl_helpers import SharedLog, active_cluster, quiet_settings, settle
 
+from controller import quorum_controller
 from controller.cluster_control import HeartbeatRequest
 from controller.event_queue import Event
 from controller.partition_change import PartitionRegistration
@@ -153,3 +156,12 @@ async def test_a_new_active_controller_forgets_a_fencing_under_way(log: SharedLo
     log.elect(2, 2)
     await settle()
     assert not ctl.active and not ctl.fencing.in_progress
+
+
+async def test_a_large_write_names_the_event_that_made_it(log: SharedLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(quorum_controller, "LARGE_WRITE_RECORDS", 8)
+    ctl, _ = await stale_cluster(log, chunk=1000)
+    with structlog.testing.capture_logs() as logs:
+        assert await step(ctl) == [1]
+    large = [e for e in logs if e["event"] == "large_write"]
+    assert [(e["during"], e["records"]) for e in large] == [("fenceStaleBrokers", 8)], logs

@@ -8,7 +8,9 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
+import structlog
 
+from controller import event_queue
 from controller.event_queue import Event, EventQueue
 from controller.purgatory import Purgatory
 from controller.timeline import Timeline, TimelineDict
@@ -181,6 +183,26 @@ def test_revert_from_an_offset_keeps_what_came_before_it() -> None:
     assert view(d) == {"a": 2, "b": 3, "c": 6}
     tl.revert()
     assert view(d) == {"a": 2, "b": 3} and not tl.pending
+
+
+def test_items_and_values_follow_iteration_with_pending_changes() -> None:
+    tl = Timeline()
+    d: TimelineDict[str, int] = TimelineDict(tl)
+    for i, k in enumerate("abcdef"):
+        d[k] = i
+    tl.offset = 10
+    d["b"] = 20  # a committed key changed
+    del d["d"]  # a committed key removed
+    d["x"] = 30  # a new key
+    d["y"] = 31
+    del d["y"]  # a new key removed again
+    tl.offset = None
+    expected = [(k, d[k]) for k in d]
+    assert expected == [("a", 0), ("b", 20), ("c", 2), ("e", 4), ("f", 5), ("x", 30)]
+    assert d.items() == expected
+    assert d.values() == [v for _, v in expected]
+    tl.commit_through(10)
+    assert d.items() == expected and d.committed() == dict(expected)
 
 
 # -- EventQueue --------------------------------------------------------------------------------------------------
@@ -397,3 +419,12 @@ async def test_a_consumer_that_dies_is_reported_not_silent(monkeypatch: pytest.M
             await asyncio.sleep(0.01)
     assert [str(e) for e in errors] == ["consumer bug"]
     await q.close(KafkaError("test over", Errors.NOT_CONTROLLER))
+
+
+async def test_an_event_that_holds_the_loop_long_is_logged(queue: EventQueue, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(event_queue, "SLOW_EVENT_S", 0.05)
+    with structlog.testing.capture_logs() as logs:
+        await queue.append(Event("quick", lambda: None))
+        await queue.append(Event("slowOne", lambda: time.sleep(0.06)))
+    slow = [e for e in logs if e["event"] == "slow_event"]
+    assert [(e["name"], e["queue"]) for e in slow] == [("slowOne", "test")] and slow[0]["ms"] >= 60, logs
