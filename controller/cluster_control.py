@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from controller.records import (
     BrokerEndpoint,
@@ -29,6 +29,9 @@ from controller.results import ControllerResult
 from controller.timeline import Timeline, TimelineDict
 from quorum.errors import Errors, KafkaError
 from quorum.log.message import ApiMessage, Uuid
+
+if TYPE_CHECKING:
+    from controller.departures import BrokerDepartures
 
 DEFAULT_SESSION_TIMEOUT_MS = 9000  # broker.session.timeout.ms
 # What a registration says its broker supports (name, min, max). Replay does not keep it: every broker here runs this
@@ -140,9 +143,11 @@ class ClusterControl:
         now_ms: int,
         partition_moves: Callable[[int, bool], list[ApiMessage]],
         has_leaderships: Callable[[int], bool],
+        departures: BrokerDepartures,
     ) -> ControllerResult[HeartbeatReply]:
         """Advance a broker's state. ``partition_moves(broker, removing)`` makes the PartitionChangeRecords that
-        take leaderships and ISR membership away from a broker (or give leaderless partitions to it)."""
+        take leaderships and ISR membership away from a broker (or give leaderless partitions to it);
+        ``departures`` moves a shutting-down broker's in steps (controller/departures.py)."""
         b = self._check_epoch(req.broker_id, req.broker_epoch)
         session = self._sessions.setdefault(req.broker_id, _Session(now_ms))
         session.last_contact_ms = now_ms
@@ -154,8 +159,12 @@ class ClusterControl:
             if not b.in_controlled_shutdown:
                 # Kafka's order: the broker is marked shutting down, then its leaderships and ISR places go.
                 records.append(self._change(b, in_controlled_shutdown=True))
-                records += partition_moves(b.id, True)
-            elif not has_leaderships(b.id):
+                records += departures.shutting_down(b.id)
+            elif departures.leaving(b.id):
+                pass  # its places are still moving
+            elif has_leaderships(b.id):
+                records += departures.shutting_down(b.id)  # a new active controller resumes where it stopped
+            else:
                 if not b.fenced:
                     records.append(self._change(b, fenced=True))
                 should_shut_down = True

@@ -39,8 +39,8 @@ from controller.cluster_control import (
 )
 from controller.config_control import ConfigControl
 from controller.configs import TOPIC_RESOURCE
+from controller.departures import DEPARTURE_CHUNK_PARTITIONS, BrokerDepartures
 from controller.event_queue import Event, EventQueue, relay
-from controller.fencing import FENCE_CHUNK_PARTITIONS, StaleBrokerFencing
 from controller.placement import PLACERS
 from controller.purgatory import Purgatory
 from controller.records import (
@@ -115,7 +115,7 @@ class ControllerSettings:
     replica_placer: str = "striped"  # striped | rack-unaware
     max_idle_interval_ms: int = 500  # metadata.max.idle.interval.ms: a NoOpRecord when nothing else was written
     fence_check_interval_ms: int = 1000
-    fence_chunk_partitions: int = FENCE_CHUNK_PARTITIONS  # a stale broker's partitions moved per event (ours)
+    departure_chunk_partitions: int = DEPARTURE_CHUNK_PARTITIONS  # a leaving broker's partitions per event (ours)
     delete_topic_enable: bool = True  # delete.topic.enable
     auto_leader_rebalance_enable: bool = True  # auto.leader.rebalance.enable
     leader_imbalance_check_interval_s: float = 300  # leader.imbalance.check.interval.seconds
@@ -206,8 +206,8 @@ class QuorumController:
             node_id=self.node_id,
         )
         self.replication = ReplicationControl(self.timeline, self.cluster, placer, replication, self.configs)
-        chunk = self.settings.fence_chunk_partitions
-        self.fencing = StaleBrokerFencing(self.cluster, self.replication.elections, chunk)
+        chunk = self.settings.departure_chunk_partitions
+        self.departures = BrokerDepartures(self.cluster, self.replication.elections, chunk)
         # Timeline state like the rest: a renounce must forget an uncommitted activation, or it is never rewritten.
         self._features: TimelineDict[str, int] = TimelineDict(self.timeline)
 
@@ -348,7 +348,7 @@ class QuorumController:
         self.active_epoch = epoch
         self._written.clear()
         self.cluster.start_sessions(_now_ms())
-        self.fencing.reset()
+        self.departures.reset()
         log.info("controller_activated", node_id=self.node_id, epoch=epoch, committed_offset=self.committed_offset)
         if "metadata.version" not in self._features:
             future = self.queue.prepend(Event("activation", lambda: self._write(self._activation_records)))
@@ -358,7 +358,7 @@ class QuorumController:
     def _renounce(self, why: str) -> None:
         log.warning("controller_renounced", node_id=self.node_id, epoch=self.active_epoch, reason=why)
         self.active_epoch = None
-        self.fencing.reset()
+        self.departures.reset()
         error = NotControllerError(f"this node is no longer the controller: {why}", self.leader.leader_id)
         self.purgatory.fail_all(error)
         self.timeline.revert()
@@ -385,11 +385,7 @@ class QuorumController:
         if not self.active:
             return
         now = time.monotonic()
-        self.queue.schedule(
-            "fence-stale-brokers",
-            now + self.settings.fence_check_interval_ms / 1000,
-            Event("fenceStaleBrokers", self._fence_stale_brokers),
-        )
+        self._schedule_departures(self.settings.fence_check_interval_ms / 1000)
         if self.settings.max_idle_interval_ms > 0:
             self.queue.schedule(
                 "noop", now + self.settings.max_idle_interval_ms / 1000, Event("maybeWriteNoOp", self._maybe_noop)
@@ -430,24 +426,30 @@ class QuorumController:
             log.warning("unclean_leaders_elected", node_id=self.node_id, partitions=len(result.records))
         return self._write(lambda: result)
 
-    def _fence_stale_brokers(self) -> Any:
-        """Fence the next stale broker, one step at a time (controller/fencing.py); the next step, or the check for
-        another stale broker, follows at once, after whatever is queued meanwhile."""
+    def _step_departures(self) -> Any:
+        """Kafka's periodic stale-broker check, and the moves of a leaving broker (fenced for a lapsed session, or
+        shutting down) one step at a time (controller/departures.py); the next step follows at once, after
+        whatever is queued meanwhile."""
         if not self.active:
             return None
-        fencing = self.fencing
-        result = fencing.step(_now_ms())
-        if fencing.abandoned is not None:
-            log.info("broker_fencing_abandoned", node_id=self.node_id, broker=fencing.abandoned, reason="heartbeat")
-        next_check = time.monotonic()
+        departures = self.departures
+        result = departures.step(_now_ms())
+        if departures.abandoned is not None:
+            log.info("broker_fencing_abandoned", node_id=self.node_id, broker=departures.abandoned, reason="heartbeat")
         if result is None:
-            next_check += self.settings.fence_check_interval_ms / 1000
-        elif result.response:
+            self._schedule_departures(self.settings.fence_check_interval_ms / 1000)
+            return None
+        if result.response:
             log.info("brokers_fenced", node_id=self.node_id, brokers=result.response, reason="session timed out")
-        elif (progress := fencing.progress)[0] <= fencing.chunk:  # the first step of a round
-            log.info("broker_fencing", node_id=self.node_id, broker=fencing.broker_id, partitions=progress[1])
-        self.queue.schedule("fence-stale-brokers", next_check, Event("fenceStaleBrokers", self._fence_stale_brokers))
-        return None if result is None else self._write(lambda: result)
+        elif (progress := departures.progress)[0] <= departures.chunk and progress[1] > departures.chunk:
+            log.info("broker_leaving", node_id=self.node_id, broker=departures.broker_id, partitions=progress[1])
+        self._schedule_departures(0)
+        return self._write(lambda: result)
+
+    def _schedule_departures(self, delay_s: float) -> None:
+        self.queue.schedule(
+            "broker-departures", time.monotonic() + delay_s, Event("brokerDepartures", self._step_departures)
+        )
 
     def _maybe_noop(self) -> Any:
         if not self.active:
@@ -658,15 +660,19 @@ class QuorumController:
     async def broker_heartbeat(self, request: HeartbeatRequest, timeout_ms: int | None = 30_000) -> HeartbeatReply:
         def run() -> Any:
             self._check_active()
-            return self._write(
+            answer = self._write(
                 lambda: self.cluster.heartbeat(
                     request,
                     self.committed_offset,
                     _now_ms(),
                     self.replication.elections.broker_moves,
                     self.replication.elections.has_leaderships,
+                    self.departures,
                 )
             )
+            if request.want_shutdown and self.departures.leaving(request.broker_id):
+                self._schedule_departures(0)  # its places move in steps from now on
+            return answer
 
         return await self._submit("brokerHeartbeat", run, timeout_ms)
 
@@ -765,7 +771,7 @@ class QuorumController:
         return await self._submit("describeConfigs", lambda: self._read(describe), timeout_ms)
 
 
-_PERIODIC = ("fence-stale-brokers", "noop", "balance-leaders", "elect-unclean-leaders")
+_PERIODIC = ("broker-departures", "noop", "balance-leaders", "elect-unclean-leaders")
 
 
 def _now_ms() -> int:

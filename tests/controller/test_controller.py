@@ -58,7 +58,7 @@ async def brokers_of(ctl: QuorumController) -> dict[int, object]:
 
 async def fence_check(ctl: QuorumController) -> object:
     """Run the periodic stale-broker check now, on the event queue; what it answered once committed."""
-    return await asyncio.wait_for(ctl.queue.append(Event("fenceStaleBrokers", ctl._fence_stale_brokers)), 5)
+    return await asyncio.wait_for(ctl.queue.append(Event("brokerDepartures", ctl._step_departures)), 5)
 
 
 def check_partition_invariants(ctl: QuorumController) -> None:

@@ -1,6 +1,7 @@
-"""Fencing a stale broker in bounded steps (controller/fencing.py): the partitions it leads move first, every
-committed step keeps ISRs and leaders on unfenced brokers, places it took meanwhile are caught by the last step,
-and a heartbeat before the end stops the fencing."""
+"""Brokers leaving in bounded steps (controller/departures.py). A stale broker: the partitions it leads move first,
+every committed step keeps ISRs and leaders on unfenced brokers, places it took meanwhile are caught by the last
+step, and a heartbeat before the end stops the fencing. A broker in controlled shutdown: marked first, its places
+moved in steps, told to shut down once they are gone."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ TOPICS = [
 
 async def step(ctl: QuorumController) -> object:
     """One fencing step, run now on the event queue. Returns the step's answer once committed."""
-    answer = await asyncio.wait_for(ctl.queue.append(Event("fenceStaleBrokers", ctl._fence_stale_brokers)), 5)
+    answer = await asyncio.wait_for(ctl.queue.append(Event("brokerDepartures", ctl._step_departures)), 5)
     await settle()
     return answer
 
@@ -40,7 +41,7 @@ def drive_steps_by_hand(ctl: QuorumController) -> None:
     schedule = ctl.queue.schedule
 
     def without_fencing(tag: str, at: float, event: Event) -> None:
-        if tag != "fence-stale-brokers":
+        if tag != "broker-departures":
             schedule(tag, at, event)
 
     ctl.queue.schedule = without_fencing  # type: ignore[method-assign]
@@ -66,7 +67,7 @@ def assert_consistent(ctl: QuorumController) -> None:
 
 async def stale_cluster(log: SharedLog, chunk: int) -> tuple[QuorumController, dict[int, int]]:
     ctl, _, epochs = await active_cluster(
-        log, THREE, quiet_settings(session_timeout_ms=150, fence_chunk_partitions=chunk), topics=TOPICS
+        log, THREE, quiet_settings(session_timeout_ms=150, departure_chunk_partitions=chunk), topics=TOPICS
     )
     drive_steps_by_hand(ctl)
     await asyncio.sleep(0.3)
@@ -144,7 +145,7 @@ async def test_a_heartbeat_before_the_end_stops_the_fencing(log: SharedLog) -> N
     start = len(log.batches)
     assert await step(ctl) is None  # abandoned: no records, and nobody else is stale
     assert len(log.batches) == start
-    assert not ctl.fencing.in_progress and not ctl.cluster.brokers[1].fenced
+    assert not ctl.departures.in_progress and not ctl.cluster.brokers[1].fenced
     assert len(places(ctl, 1)) == 5  # what it lost comes back through its leaders' AlterPartition
     assert_consistent(ctl)
 
@@ -152,10 +153,10 @@ async def test_a_heartbeat_before_the_end_stops_the_fencing(log: SharedLog) -> N
 async def test_a_new_active_controller_forgets_a_fencing_under_way(log: SharedLog) -> None:
     ctl, _ = await stale_cluster(log, chunk=2)
     assert await step(ctl) == []
-    assert ctl.fencing.in_progress
+    assert ctl.departures.in_progress
     log.elect(2, 2)
     await settle()
-    assert not ctl.active and not ctl.fencing.in_progress
+    assert not ctl.active and not ctl.departures.in_progress
 
 
 async def test_a_large_write_names_the_event_that_made_it(log: SharedLog, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -164,4 +165,28 @@ async def test_a_large_write_names_the_event_that_made_it(log: SharedLog, monkey
     with structlog.testing.capture_logs() as logs:
         assert await step(ctl) == [1]
     large = [e for e in logs if e["event"] == "large_write"]
-    assert [(e["during"], e["records"]) for e in large] == [("fenceStaleBrokers", 8)], logs
+    assert [(e["during"], e["records"]) for e in large] == [("brokerDepartures", 8)], logs
+
+
+async def test_a_controlled_shutdown_moves_the_places_in_steps_then_says_shut_down(log: SharedLog) -> None:
+    ctl, _, epochs = await active_cluster(log, THREE, quiet_settings(departure_chunk_partitions=2), topics=TOPICS)
+    drive_steps_by_hand(ctl)
+    shutdown = HeartbeatRequest(1, epochs[1], ctl.committed_offset, want_shutdown=True)
+    start = len(log.batches)
+    first = await ctl.broker_heartbeat(shutdown)
+    assert first.in_controlled_shutdown and not first.should_shut_down
+    # Only the mark: seven places are more than a step, so they move in the steps that follow.
+    assert [type(r).__name__ for r in written(log, start)] == ["BrokerRegistrationChangeRecord"]
+    assert ctl.departures.leaving(1) and len(places(ctl, 1)) == 7
+    moved = []
+    while ctl.departures.leaving(1):
+        start = len(log.batches)
+        assert await step(ctl) == []  # a shutdown fences nothing in its steps
+        moved.append(len(written(log, start)))
+        again = await ctl.broker_heartbeat(shutdown)
+        assert again.should_shut_down == (not ctl.departures.leaving(1))
+    assert moved == [2, 2, 2, 1, 0], moved
+    assert not any(p.leader == 1 for p in ctl.replication.partitions.values())
+    assert {k: (p.leader, p.isr) for k, p in places(ctl, 1).items()} == {("c", 0): (-1, (1,))}
+    done = await ctl.broker_heartbeat(shutdown)
+    assert done.should_shut_down and ctl.cluster.brokers[1].fenced
