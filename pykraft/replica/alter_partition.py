@@ -1,11 +1,12 @@
 """The AlterPartition channel from a broker to the controller (Kafka's ``AlterPartitionManager``): the one
-asynchronous piece of the data plane's ISR handling, one request in flight per broker carrying every change
-waiting to go."""
+asynchronous piece of the data plane's ISR handling, one request in flight per broker carrying the changes
+waiting to go, at most :data:`MAX_CHANGES_PER_REQUEST` of them."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from itertools import islice
 
 import structlog
 
@@ -15,6 +16,11 @@ from quorum.errors import Errors, KafkaError
 from quorum.log.message import Uuid
 
 log = structlog.get_logger("pykraft.replica")
+
+# Kafka sends every waiting change in one request. The controller applies a request in one event: a broker that
+# shrank 109k ISRs at once (followers late to start fetching at 1M partitions) held the active controller's loop
+# for 1.6 s, long enough for its followers to think it gone, and each next leader got the same request again.
+MAX_CHANGES_PER_REQUEST = 5_000
 
 
 class AlterPartitionSender:
@@ -31,6 +37,7 @@ class AlterPartitionSender:
         on_answer: Callable[[PendingChange, AlterPartitionResult | None, Errors], bool],
         retry_ms: int = 50,
         retry_max_ms: int = 1000,
+        max_changes: int = MAX_CHANGES_PER_REQUEST,
     ) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
@@ -38,6 +45,7 @@ class AlterPartitionSender:
         self.on_answer = on_answer
         self.retry_ms = retry_ms
         self.retry_max_ms = retry_max_ms
+        self.max_changes = max_changes
         self.unsent: dict[PartitionKey, PendingChange] = {}
         self.requests = 0
         self._wake = asyncio.Event()
@@ -62,7 +70,7 @@ class AlterPartitionSender:
                     del self.unsent[key]
                 if not self.unsent:
                     break
-                batch = list(self.unsent.values())
+                batch = list(islice(self.unsent.values(), self.max_changes))  # the oldest first
                 try:
                     response = await self.call(self.broker_id, self.broker_epoch(), _request(batch))
                     if response.error.failed:

@@ -340,6 +340,43 @@ async def test_the_sender_batches_retries_and_drops_stale_changes() -> None:
     assert [sorted(d.partition_index for t in c for d in t.partitions) for c in calls] == [[0, 1], [0, 1], [1]]
 
 
+async def test_the_sender_splits_many_changes_over_requests_oldest_first() -> None:
+    partitions = [leader_partition() for _ in range(12)]
+    for i, p in enumerate(partitions):
+        p.index = i
+    calls: list[list[int]] = []
+    answered: list[int] = []
+
+    async def call(broker_id: int, epoch: int, topics: list[AlterPartitionTopic]) -> AlterPartitionResponse:
+        calls.append([d.partition_index for t in topics for d in t.partitions])
+        return AlterPartitionResponse(
+            NO_ERROR,
+            tuple(
+                AlterPartitionResult(t.topic_id, d.partition_index, NO_ERROR, 1, 0, (1,), 0, 1)
+                for t in topics
+                for d in t.partitions
+            ),
+        )
+
+    def on_answer(change, result, error) -> bool:  # type: ignore[no-untyped-def]
+        answered.append(change.partition.index)
+        return False
+
+    sender = AlterPartitionSender(1, lambda: 11, call, on_answer, retry_ms=1, max_changes=5)
+    for p in partitions:
+        change = p.maybe_shrink(10 * LAG_MS, 11)
+        assert change is not None
+        sender.submit(change)
+    task = asyncio.create_task(sender.run())
+    for _ in range(200):
+        if len(answered) == 12:
+            break
+        await asyncio.sleep(0.005)
+    task.cancel()
+    assert calls == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11]]
+    assert answered == list(range(12))
+
+
 # -- brokers replicating through a fake controller, on a virtual clock ---------------------------------------
 
 
