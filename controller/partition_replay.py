@@ -23,8 +23,8 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from controller.partition_change import PartitionRegistration
-from controller.records import PartitionRecord
+from controller.partition_change import NO_LEADER_CHANGE, PartitionRegistration
+from controller.records import PartitionChangeRecord, PartitionRecord
 from quorum.log.message import Uuid
 
 if TYPE_CHECKING:
@@ -80,6 +80,7 @@ class Shared:
 _PARTITION_V0 = bytes((1, PartitionRecord.SPEC.api_key, 0))  # type: ignore[attr-defined]
 _PARTITION_V1 = bytes((1, PartitionRecord.SPEC.api_key, 1))  # type: ignore[attr-defined]
 _I32 = struct.Struct(">i").unpack_from
+_I8 = struct.Struct(">b").unpack_from
 _3I32 = struct.Struct(">iii").unpack_from
 _BODY = 23  # the offset of the replicas array: 3 bytes of frame, the partition id, the topic id
 
@@ -97,9 +98,48 @@ _NO_TAGS = b"\x00"
 _RECOVERY_STATE_TAGS = {b"\x01\x00\x01\x00": 0, b"\x01\x00\x01\x01": 1}  # tag 0 (LeaderRecoveryState), 1 byte
 
 
+# -- PartitionChangeRecord v0-2 from bytes ----------------------------------------------------------------------
+# The frame, partition id, topic id, then only tagged fields. Taken here: ISR (tag 0, a compact int32 array), leader
+# (tag 1, int32) and leader recovery state (tag 5, int8) — what fencing, elections and AlterPartition write — on a
+# partition that is not being reassigned. Any other tag (replicas, directories, ELR ...) takes the generic path.
+
+_CHANGE_HEADERS = {bytes((1, PartitionChangeRecord.SPEC.api_key, v)) for v in range(3)}  # type: ignore[attr-defined]
+_ISR, _LEADER, _RECOVERY = 0, 1, 5
+_NO_CHANGE = (None, NO_LEADER_CHANGE, -1)
+
+
+def _decode_change(body: bytes) -> tuple[tuple[int, ...] | None, int, int] | None:
+    """(ISR or None, leader or -2, recovery state or -1) from a change's tagged fields; None if it holds anything
+    else (or a length that takes a multi-byte varint: the generic path then)."""
+    count = body[0]
+    if count > 3:
+        return None
+    isr, leader, recovery = _NO_CHANGE
+    pos = 1
+    for _ in range(count):
+        tag, size = body[pos], body[pos + 1]
+        pos += 2
+        if size >= 0x80:
+            return None
+        if tag == _ISR:
+            n = body[pos]
+            if n == 0 or size != 1 + 4 * (n - 1):
+                return None  # null (not ours to write), or a count that takes a multi-byte varint
+            isr = _INT_ARRAYS[n](body, pos + 1)
+        elif tag == _LEADER and size == 4:
+            leader = _I32(body, pos)[0]
+        elif tag == _RECOVERY and size == 1:
+            recovery = _I8(body, pos)[0]
+        else:
+            return None
+        pos += size
+    return (isr, leader, recovery) if pos == len(body) else None
+
+
 class PartitionRecordReplay:
-    """Applies PartitionRecords v0/v1 from their bytes into a ReplicationControl's committed state. Only while
-    nothing is pending (the caller's check): it writes the committed maps directly, as a standby's replay does."""
+    """Applies PartitionRecords v0/v1 and the common PartitionChangeRecords from their bytes into a
+    ReplicationControl's committed state. Only while nothing is pending (the caller's check): it writes the
+    committed maps directly, as a standby's replay does."""
 
     def __init__(self, replication: ReplicationControl) -> None:
         self._topics = replication.topics.committed()
@@ -110,13 +150,14 @@ class PartitionRecordReplay:
         # The registration each record body (all but partition and topic id) decodes to, by record version (the
         # same bytes read otherwise in another): most bodies repeat.
         self._bodies: tuple[dict[bytes, PartitionRegistration], ...] = ({}, {})
+        self._changes: dict[bytes, tuple[tuple[int, ...] | None, int, int] | None] = {}  # change body -> decoded
 
     def apply(self, value: bytes) -> bool:
-        """Replay ``value`` if it is a PartitionRecord this path reads; False (nothing done) if not: the caller
-        then takes the generic path."""
+        """Replay ``value`` if it is a PartitionRecord or PartitionChangeRecord this path reads; False (nothing
+        done) if not: the caller then takes the generic path."""
         header = value[:3]
         if header != _PARTITION_V1 and header != _PARTITION_V0:
-            return False
+            return header in _CHANGE_HEADERS and self._apply_change(value)
         topic = self._topics.get(value[7:_BODY])
         if topic is None:
             return False  # the generic path names the unknown topic
@@ -141,6 +182,51 @@ class PartitionRecordReplay:
         self._partitions[key] = p  # through the map, as the generic replay: its version and watchers see it
         if p[5] or p[6] or (before is not None and (before[5] or before[6])):  # moving (removing, adding)
             self._track(topic_id, index, before, p)
+        return True
+
+    def _apply_change(self, value: bytes) -> bool:
+        """As the generic replay's ``merge``: a named leader bumps the leader epoch, every change the partition
+        epoch. Only on a partition not being reassigned (its change then cannot start or end a reassignment)."""
+        topic = self._topics.get(value[7:_BODY])
+        if topic is None:
+            return False
+        key = (topic.id, _I32(value, 3)[0])
+        p = self._parts.get(key)
+        if p is None or p[5] or p[6]:  # unknown (the generic path says so), or moving
+            return False
+        body = value[_BODY:]
+        changes = self._changes
+        if body in changes:
+            change = changes[body]
+        else:
+            try:
+                change = _decode_change(body)
+            except (IndexError, struct.error):
+                change = None
+            if len(changes) >= MAX_SHARED_REGISTRATIONS:
+                changes.clear()
+            changes[body] = change
+        if change is None:
+            return False
+        isr, leader, recovery = change
+        replicas, old_isr, old_leader, leader_epoch, partition_epoch, removing, adding, old_recovery, dirs = p
+        if leader != NO_LEADER_CHANGE:
+            old_leader, leader_epoch = leader, leader_epoch + 1
+        after = _new(
+            PartitionRegistration,
+            (
+                replicas,
+                old_isr if isr is None else self._shared.tuple_of(isr),
+                old_leader,
+                leader_epoch,
+                partition_epoch + 1,
+                removing,
+                adding,
+                old_recovery if recovery == -1 else recovery,
+                dirs,
+            ),
+        )
+        self._partitions[key] = self._shared.registration(after)
         return True
 
     def _decode(self, value: bytes, v1: bool) -> PartitionRegistration | None:
