@@ -297,8 +297,8 @@ class BrokerAgent:
             await lifecycle.run(self.register())
             self.data_plane.start()
             woken = asyncio.Event()  # waited on and set only on the lifecycle loop
-            beating = asyncio.ensure_future(lifecycle.run(self._beat(woken)))
-            stopping = asyncio.ensure_future(stop.wait())
+            beating = spawn(lifecycle.run(self._beat(woken)), name="broker-heartbeats", on_error=_heartbeats_failed)
+            stopping = spawn(stop.wait(), name="broker-stop", on_error=_heartbeats_failed)
             await asyncio.wait([beating, stopping], return_when=asyncio.FIRST_COMPLETED)
             stopping.cancel()
             lifecycle.loop.call_soon_threadsafe(woken.set)
@@ -325,6 +325,11 @@ class BrokerAgent:
             if await self.heartbeat(want_shutdown=True):
                 break
             await asyncio.sleep(0.5)
+
+
+def _heartbeats_failed(e: BaseException) -> None:
+    # Raised again where the agent awaits its heartbeats: this line says what stopped them, at once.
+    log.error("broker_heartbeats_failed", error=f"{type(e).__name__}: {e}")
 
 
 async def _admin_client(bootstrap: str) -> AdminClient:

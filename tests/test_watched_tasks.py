@@ -21,12 +21,23 @@ STARTERS = {"create_task", "ensure_future", "run_coroutine_threadsafe"}
 
 def unwatched_starts(source: str) -> list[int]:
     """Line numbers of calls that start a task or future by hand, unless its outcome is taken on the spot
-    (``run_coroutine_threadsafe(coro, loop).result()``)."""
+    (``run_coroutine_threadsafe(coro, loop).result()``, or awaited: ``await wrap_future(run_coroutine_threadsafe(
+    coro, loop))``)."""
     tree = ast.parse(source)
     taken = {
         id(node.func.value)
         for node in ast.walk(tree)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "result"
+    }
+    taken |= {
+        id(node.value.args[0])
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Await)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Attribute | ast.Name)
+        and (node.value.func.attr if isinstance(node.value.func, ast.Attribute) else node.value.func.id)
+        == "wrap_future"
+        and node.value.args
     }
     found = []
     for node in ast.walk(tree):
@@ -43,6 +54,9 @@ def test_the_scan_finds_task_starts() -> None:
     assert unwatched_starts(sample) == [2, 3, 4]
     assert unwatched_starts("spawn(f(), name='x', on_error=report)\n") == []
     assert unwatched_starts("asyncio.run_coroutine_threadsafe(f(), loop).result()\n") == []
+    awaited = "async def g():\n    await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(f(), loop))\n"
+    assert unwatched_starts(awaited) == []
+    assert unwatched_starts("fut = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(f(), loop))\n") == [1]
 
 
 @pytest.mark.parametrize("package", PACKAGES)
