@@ -144,6 +144,37 @@ def test_values_are_shared_not_copied() -> None:
     assert parts[(topic, 2)].directories is p4.directories
 
 
+def mutate_and_compare(rng: random.Random, setup: list[bytes], seeds: list[bytes], rounds: int = 1500) -> None:
+    """Random damage to the bytes of ``seeds`` (the frame header kept: else it is not the record type any more),
+    each result committed on a fast and a generic standby: both apply it alike or refuse it alike."""
+    fast_ctl, generic_ctl = standby(), standby(fast=False)
+    replay(fast_ctl, setup, 10)
+    replay(generic_ctl, setup, 10)
+    offset = len(setup)
+    for _ in range(rounds):
+        value = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(1, 3)):
+            action = rng.random()
+            pos = rng.randrange(3, len(value) + 1)
+            if action < 0.6 and pos < len(value):
+                value[pos] = rng.randrange(256)
+            elif action < 0.8:
+                del value[pos:]
+            else:
+                value[pos:pos] = bytes([rng.randrange(256)])
+        outcomes = []
+        for ctl in (fast_ctl, generic_ctl):
+            try:
+                ctl.handle_commit(CommittedBatch.of([bytes(value)], base_offset=offset))
+                outcomes.append("applied")
+            except ReplayError as e:
+                outcomes.append(str(e))
+                ctl.failed = False  # a test's liberty: go on with the next mutation
+        assert outcomes[0] == outcomes[1], bytes(value).hex()
+        assert image_state(fast_ctl) == image_state(generic_ctl), bytes(value).hex()
+        offset += 1
+
+
 def test_mutated_records_fast_or_generic_agree() -> None:
     """Random damage to a PartitionRecord's bytes: whatever the fast path takes, it reads as the generic path
     does; what it leaves, the generic path applies or refuses."""
@@ -167,32 +198,7 @@ def test_mutated_records_fast_or_generic_agree() -> None:
         ),
         serialize(PartitionRecord(partition_id=1, topic_id=topic, replicas=[4], isr=[4], leader=4), version=0),
     ]
-    fast_ctl, generic_ctl = standby(), standby(fast=False)
-    replay(fast_ctl, setup, 10)
-    replay(generic_ctl, setup, 10)
-    offset = len(setup)
-    for _ in range(1500):
-        value = bytearray(rng.choice(seeds))
-        for _ in range(rng.randint(1, 3)):
-            action = rng.random()
-            pos = rng.randrange(3, len(value) + 1)  # the frame header kept: else it is no PartitionRecord
-            if action < 0.6 and pos < len(value):
-                value[pos] = rng.randrange(256)
-            elif action < 0.8:
-                del value[pos:]
-            else:
-                value[pos:pos] = bytes([rng.randrange(256)])
-        outcomes = []
-        for ctl in (fast_ctl, generic_ctl):
-            try:
-                ctl.handle_commit(CommittedBatch.of([bytes(value)], base_offset=offset))
-                outcomes.append("applied")
-            except ReplayError as e:
-                outcomes.append(str(e))
-                ctl.failed = False  # a test's liberty: go on with the next mutation
-        assert outcomes[0] == outcomes[1], bytes(value).hex()
-        assert image_state(fast_ctl) == image_state(generic_ctl), bytes(value).hex()
-        offset += 1
+    mutate_and_compare(rng, setup, seeds)
 
 
 def test_the_same_body_in_another_version_is_read_as_that_version() -> None:
@@ -250,23 +256,25 @@ def change_mix(rng: random.Random, topic: Uuid, count: int) -> list[bytes]:
     return out
 
 
-def test_change_records_fast_or_generic_agree() -> None:
-    """ISR, leader and recovery-state changes taken from their bytes give the generic replay's state: epochs
-    bumped alike, moving partitions and other fields left to the generic path."""
-    rng = random.Random(11)
-    topic = Uuid.random()
+def eight_partitions(topic: Uuid) -> list[bytes]:
+    """The metadata.version, topic ``t`` and its 8 partitions (RF 3 over brokers 0-4), as bytes."""
     setup = [
         serialize(FeatureLevelRecord(name="metadata.version", feature_level=22)),
         serialize(TopicRecord(name="t", topic_id=topic)),
     ]
     for i in range(8):
         replicas = [i % 5, (i + 1) % 5, (i + 2) % 5]
-        setup.append(
-            serialize(
-                PartitionRecord(partition_id=i, topic_id=topic, replicas=replicas, isr=replicas, leader=replicas[0])
-            )
-        )
-    values = setup + change_mix(rng, topic, 600)
+        record = PartitionRecord(partition_id=i, topic_id=topic, replicas=replicas, isr=replicas, leader=replicas[0])
+        setup.append(serialize(record))
+    return setup
+
+
+def test_change_records_fast_or_generic_agree() -> None:
+    """ISR, leader and recovery-state changes taken from their bytes give the generic replay's state: epochs
+    bumped alike, moving partitions and other fields left to the generic path."""
+    rng = random.Random(11)
+    topic = Uuid.random()
+    values = eight_partitions(topic) + change_mix(rng, topic, 600)
     for size in (1, 7):
         fast, generic = standby(), standby(fast=False)
         taken = counting(fast)
@@ -283,38 +291,4 @@ def test_mutated_change_records_fast_or_generic_agree() -> None:
     does; what it leaves, the generic path applies or refuses."""
     rng = random.Random(13)
     topic = Uuid.random()
-    setup = [
-        serialize(FeatureLevelRecord(name="metadata.version", feature_level=22)),
-        serialize(TopicRecord(name="t", topic_id=topic)),
-    ]
-    for i in range(8):
-        setup.append(
-            serialize(PartitionRecord(partition_id=i, topic_id=topic, replicas=[1, 2, 3], isr=[1, 2, 3], leader=1))
-        )
-    seeds = change_mix(rng, topic, 40)
-    fast_ctl, generic_ctl = standby(), standby(fast=False)
-    replay(fast_ctl, setup, 10)
-    replay(generic_ctl, setup, 10)
-    offset = len(setup)
-    for _ in range(1500):
-        value = bytearray(rng.choice(seeds))
-        for _ in range(rng.randint(1, 3)):
-            action = rng.random()
-            pos = rng.randrange(3, len(value) + 1)  # the frame header kept
-            if action < 0.6 and pos < len(value):
-                value[pos] = rng.randrange(256)
-            elif action < 0.8:
-                del value[pos:]
-            else:
-                value[pos:pos] = bytes([rng.randrange(256)])
-        outcomes = []
-        for ctl in (fast_ctl, generic_ctl):
-            try:
-                ctl.handle_commit(CommittedBatch.of([bytes(value)], base_offset=offset))
-                outcomes.append("applied")
-            except ReplayError as e:
-                outcomes.append(str(e))
-                ctl.failed = False  # a test's liberty: go on with the next mutation
-        assert outcomes[0] == outcomes[1], bytes(value).hex()
-        assert image_state(fast_ctl) == image_state(generic_ctl), bytes(value).hex()
-        offset += 1
+    mutate_and_compare(rng, eight_partitions(topic), change_mix(rng, topic, 40))
