@@ -435,7 +435,8 @@ class QuorumController:
         departures = self.departures
         result = departures.step(_now_ms())
         if departures.abandoned is not None:
-            log.info("broker_fencing_abandoned", node_id=self.node_id, broker=departures.abandoned, reason="heartbeat")
+            # It heartbeated, or was fenced, shut down or unregistered by another request meanwhile.
+            log.info("broker_fencing_abandoned", node_id=self.node_id, broker=departures.abandoned, reason="not stale")
         if result is None:
             self._schedule_departures(self.settings.fence_check_interval_ms / 1000)
             return None
