@@ -10,7 +10,8 @@ behind and leave their ISRs after replica.lag.time.max.ms.
 first sees it (a reassignment's new replicas start empty and copy the leader's log); ``--disk-rate`` bounds the bytes
 the agent appends as a follower; the replication throttles come from the controller's dynamic configs (see
 :mod:`pykraft.replica.throttle`). ``--metrics-port`` serves Prometheus metrics on ``--metrics-host`` (127.0.0.1)
-(:mod:`pykraft.broker_metrics`).
+(:mod:`pykraft.broker_metrics`); each replica's series are on ``/metrics`` up to ``--metrics-replica-series-max``
+replicas, and always on ``/metrics/replicas``.
 
 With ``--controller-quorum-voters`` (and ``--metadata-dir``) the agent replicates the metadata log as a Raft observer
 (:mod:`broker.observer`) and keeps its own image: heartbeats report the image's offset (so the controller unfences
@@ -37,7 +38,8 @@ import structlog
 
 from controller.configs import BROKER_CONFIGS
 from controller.quorum_controller import ControllerSettings
-from pykraft.broker_metrics import serve_broker_metrics
+from pykraft.broker_metrics import DEFAULT_REPLICA_SERIES_MAX, REPLICAS_PATH, serve_broker_metrics
+from pykraft.cli_common import non_negative_int
 from pykraft.client import AdminClient, AdminError
 from pykraft.loop_thread import LoopThread
 from pykraft.node import CONTROLLER_CONFIGS, controller_settings, int_property
@@ -96,6 +98,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--metrics-host",
         default="127.0.0.1",
         help="interface for the metrics endpoint (0.0.0.0 in a container whose port is published)",
+    )
+    p.add_argument(
+        "--metrics-replica-series-max",
+        type=non_negative_int,
+        default=DEFAULT_REPLICA_SERIES_MAX,
+        metavar="N",
+        help="list each replica's kafka_log_* series on /metrics only while this broker holds at most N replicas "
+        f"(default {DEFAULT_REPLICA_SERIES_MAX:,}; 0: never); {REPLICAS_PATH} always lists them all",
     )
     p.add_argument(
         "--controller-quorum-voters",
@@ -411,12 +421,19 @@ async def _main(args: argparse.Namespace, settings: ObserverSettings | None) -> 
             if args.metrics_port:
                 try:
                     manager = agent.data_plane.manager
-                    serve_broker_metrics(manager, args.metrics_host, args.metrics_port, observer=observer)
+                    serve_broker_metrics(
+                        manager,
+                        args.metrics_host,
+                        args.metrics_port,
+                        observer=observer,
+                        replica_series_max=args.metrics_replica_series_max,
+                    )
                 except OSError as e:
                     where = f"{args.metrics_host}:{args.metrics_port}"
                     print(f"pykraft broker: cannot serve metrics on {where}: {e}", file=sys.stderr)
                     return 2
-                log.info("broker_metrics_listening", url=f"http://{args.metrics_host}:{args.metrics_port}/metrics")
+                base = f"http://{args.metrics_host}:{args.metrics_port}"
+                log.info("broker_metrics_listening", url=f"{base}/metrics", replicas_url=f"{base}{REPLICAS_PATH}")
             if observer is not None:
                 observer.start()  # catching up starts now, before registering
             loop.add_signal_handler(signal.SIGUSR1, lambda: agent.data_plane.set_paused(not agent.data_plane.paused))

@@ -9,38 +9,88 @@ path), named after Kafka's broker MBeans:
 - ``kafka_server_replication_*``: throttled_partitions{side} (replicas whose replication is throttled now),
   throttle_rate_bytes{side} (the rates in force: leader, follower, disk; +Inf when unthrottled),
   throttled_bytes_total{side}, and quota_holds_total{side} (fetches a spent quota held back);
-- ``kafka_log_log_size{topic,partition}`` and ``kafka_log_log_end_offset{topic,partition}``: each replica's size;
+- ``kafka_log_log_size{topic,partition}`` and ``kafka_log_log_end_offset{topic,partition}``: each replica's size,
+  on ``/metrics`` only while the broker holds at most ``--metrics-replica-series-max`` replicas (default 10,000;
+  0: never). Past the cap ``/metrics`` carries none of them (never an arbitrary subset) and
+  ``pykraft_broker_replica_series_omitted`` counts the replicas left out (0 under the cap, so a dashboard tells
+  "capped" from "no replicas"); ``/metrics/replicas`` on the same port always lists every replica, for a scrape
+  job that opts in. Two series per replica is two million lines per scrape at 2M partitions (RF 3, 6 brokers);
+  capped, the main scrape costs one pass over the replicas for the counts above and no line per replica;
 - with a metadata observer (``--controller-quorum-voters``): its ``kafka_raft_*`` and
   ``pykraft_metadata_last_applied_offset{,_lag}`` (also as Kafka's ``kafka_server_metadata_last_applied_offset``);
 - ``process_*``, ``python_*``, ``pykraft_gc_*`` and ``pykraft_build_info`` as the controllers have them.
+
+:func:`serve_broker_metrics` serves both paths from one port; any other path answers what ``/metrics`` does, as
+prometheus_client's own server answers every path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
-from wsgiref.simple_server import WSGIServer
+import socket
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
 from pykraft.metrics import MetadataCollector, RaftCollector, register_process_collectors, single_samples
 from pykraft.replica.manager import ReplicaManager, under_replicated
-from pykraft.replica.partition import MESSAGE_BYTES
+from pykraft.replica.partition import MESSAGE_BYTES, Partition
 from pykraft.replica.throttle import TokenBucket
 
 if TYPE_CHECKING:
     from broker.observer import MetadataObserver
+
+DEFAULT_REPLICA_SERIES_MAX = 10_000  # --metrics-replica-series-max
+REPLICAS_PATH = "/metrics/replicas"
 
 
 def _rate(bucket: TokenBucket) -> float:
     return float("inf") if bucket.unlimited else float(bucket.rate)
 
 
-class BrokerCollector(Collector):
+def replica_families(broker_id: str, partitions: Iterable[Partition], now: int) -> list[GaugeMetricFamily]:
+    """``kafka_log_log_size`` and ``kafka_log_log_end_offset``, one sample each per replica. The samples are built
+    directly, one label dict shared by a replica's two: ``add_metric`` would zip a label list per sample, and this
+    runs once per replica on every scrape that asks for them."""
+    labels = ["broker_id", "topic", "partition"]
+    size = GaugeMetricFamily("kafka_log_log_size", "Replica size in bytes", labels=labels)
+    leo = GaugeMetricFamily("kafka_log_log_end_offset", "Replica log end offset", labels=labels)
+    sizes, leos = size.samples, leo.samples
+    for p in partitions:
+        end = p.peek_leo(now)
+        values = {"broker_id": broker_id, "topic": p.topic, "partition": str(p.index)}
+        sizes.append(Sample("kafka_log_log_size", values, end * MESSAGE_BYTES))
+        leos.append(Sample("kafka_log_log_end_offset", values, end))
+    return [size, leo]
+
+
+class ReplicaCollector(Collector):
+    """Every replica's series, whatever their number: what ``/metrics/replicas`` serves."""
+
     def __init__(self, manager: ReplicaManager) -> None:
         self.manager = manager
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        m = self.manager
+        partitions = list(m.partitions.values())  # a copy: the event loop may change the dict meanwhile
+        yield from replica_families(str(m.broker_id), partitions, m.clock())
+
+
+class BrokerCollector(Collector):
+    """What ``/metrics`` serves from the data plane: the broker's counts, and each replica's series while there are
+    at most ``replica_series_max`` replicas."""
+
+    def __init__(self, manager: ReplicaManager, replica_series_max: int = DEFAULT_REPLICA_SERIES_MAX) -> None:
+        if replica_series_max < 0:
+            raise ValueError(f"replica_series_max {replica_series_max} must not be negative")
+        self.manager = manager
+        self.replica_series_max = replica_series_max
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         m = self.manager
@@ -48,7 +98,23 @@ class BrokerCollector(Collector):
         bid = [str(m.broker_id)]
         now = m.clock()
         partitions = list(m.partitions.values())  # a copy: the event loop may change the dict meanwhile
-        led = [p for p in partitions if p.is_leader]
+        t = m.throttles
+        # The one pass over the replicas this scrape makes. The throttle checks are skipped outright while a side
+        # is unthrottled: each would answer False, a method call per replica for nothing.
+        leader_limited, follower_limited = not t.leader.unlimited, not t.follower.unlimited
+        led = under = reassigning = leader_throttled = follower_throttled = 0
+        for p in partitions:
+            if p.is_leader:
+                led += 1
+                if under_replicated(p):
+                    under += 1
+                if p.is_reassigning:
+                    reassigning += 1
+                if leader_limited and m.throttled(p):
+                    leader_throttled += 1
+            elif follower_limited and m.follower_throttled(p):
+                follower_throttled += 1
+        omitted = len(partitions) if len(partitions) > self.replica_series_max else 0
 
         gauge, counter = single_samples(labels, bid)
 
@@ -60,16 +126,16 @@ class BrokerCollector(Collector):
             return family
 
         yield gauge("kafka_server_replicamanager_partition_count", "Replicas held by this broker", len(partitions))
-        yield gauge("kafka_server_replicamanager_leader_count", "Partitions led by this broker", len(led))
+        yield gauge("kafka_server_replicamanager_leader_count", "Partitions led by this broker", led)
         yield gauge(
             "kafka_server_replicamanager_under_replicated_partitions",
             "Partitions led here with fewer in-sync replicas than the replication factor",
-            sum(1 for p in led if under_replicated(p)),
+            under,
         )
         yield gauge(
             "kafka_server_replicamanager_reassigning_partitions",
             "Partitions led here that a reassignment is adding replicas to",
-            sum(1 for p in led if p.is_reassigning),
+            reassigning,
         )
         c = m.counters
         yield counter("kafka_server_replicamanager_isr_shrinks", "ISR shrinks this leader made", c.isr_shrinks)
@@ -92,15 +158,14 @@ class BrokerCollector(Collector):
             "Bytes sent to replicas a reassignment is adding",
             c.reassignment_bytes_out,
         )
-        t = m.throttles
         side = [*labels, "side"]
         yield by_side(
             GaugeMetricFamily(
                 "kafka_server_replication_throttled_partitions", "Replicas throttled now, by side", labels=side
             ),
             {
-                "leader": sum(1 for p in led if m.throttled(p)),
-                "follower": sum(1 for p in partitions if not p.is_leader and m.follower_throttled(p)),
+                "leader": leader_throttled,
+                "follower": follower_throttled,
             },
         )
         yield by_side(
@@ -130,20 +195,24 @@ class BrokerCollector(Collector):
                 "disk": t.counters.disk_holds,
             },
         )
-        replica = [*labels, "topic", "partition"]
-        size = GaugeMetricFamily("kafka_log_log_size", "Replica size in bytes", labels=replica)
-        leo = GaugeMetricFamily("kafka_log_log_end_offset", "Replica log end offset", labels=replica)
-        for p in partitions:
-            end = p.peek_leo(now)
-            size.add_metric([*bid, p.topic, str(p.index)], end * MESSAGE_BYTES)
-            leo.add_metric([*bid, p.topic, str(p.index)], end)
-        yield size
-        yield leo
+        yield gauge(
+            "pykraft_broker_replica_series_omitted",
+            "Replicas whose kafka_log_* series /metrics leaves out (more than --metrics-replica-series-max; "
+            "/metrics/replicas lists them all)",
+            omitted,
+        )
+        if not omitted:
+            yield from replica_families(bid[0], partitions, now)
 
 
-def broker_registry(manager: ReplicaManager, observer: MetadataObserver | None = None) -> CollectorRegistry:
+def broker_registry(
+    manager: ReplicaManager,
+    observer: MetadataObserver | None = None,
+    replica_series_max: int = DEFAULT_REPLICA_SERIES_MAX,
+) -> CollectorRegistry:
+    """What ``/metrics`` serves."""
     registry = CollectorRegistry()
-    registry.register(BrokerCollector(manager))
+    registry.register(BrokerCollector(manager, replica_series_max))
     if observer is not None:
         registry.register(RaftCollector(observer.node))
         registry.register(
@@ -157,10 +226,54 @@ def broker_registry(manager: ReplicaManager, observer: MetadataObserver | None =
     return registry
 
 
+def replicas_registry(manager: ReplicaManager) -> CollectorRegistry:
+    """What ``/metrics/replicas`` serves: every replica's series and nothing else."""
+    registry = CollectorRegistry()
+    registry.register(ReplicaCollector(manager))
+    return registry
+
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def broker_metrics_app(main: CollectorRegistry, replicas: CollectorRegistry) -> WsgiApp:
+    """One WSGI app for both registries, by path: ``/metrics/replicas`` (a trailing slash allowed) serves
+    ``replicas``, any other path ``main`` (prometheus_client's server answers every path, and scrape configs may
+    rely on that)."""
+    main_app, replicas_app = make_wsgi_app(main), make_wsgi_app(replicas)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        chosen = replicas_app if path.rstrip("/") == REPLICAS_PATH else main_app
+        return chosen(environ, start_response)
+
+    return app
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """A scrape every few seconds is not worth a stderr line."""
+
+
 def serve_broker_metrics(
-    manager: ReplicaManager, host: str, port: int, observer: MetadataObserver | None = None
+    manager: ReplicaManager,
+    host: str,
+    port: int,
+    observer: MetadataObserver | None = None,
+    replica_series_max: int = DEFAULT_REPLICA_SERIES_MAX,
 ) -> WSGIServer:
-    """Serve the broker's metrics on ``host:port`` from a daemon thread (raises OSError when it cannot be bound).
-    Returns the server: ``shutdown()`` stops it."""
-    server, _ = start_http_server(port, addr=host, registry=broker_registry(manager, observer))
+    """Serve the broker's metrics on ``host:port`` from a daemon thread, ``/metrics`` and ``/metrics/replicas``
+    (raises OSError when it cannot be bound). A thread per request, as prometheus_client's ``start_http_server``:
+    a slow ``/metrics/replicas`` scrape does not hold up ``/metrics``. Returns the server: ``shutdown()`` stops it,
+    ``server_close()`` frees the port."""
+    app = broker_metrics_app(broker_registry(manager, observer, replica_series_max), replicas_registry(manager))
+    # The address family of what host resolves to (an IPv6 host needs AF_INET6), set on a class of this server's
+    # own because socketserver reads it from the class before binding.
+    family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+
+    class Server(ThreadingWSGIServer):
+        address_family = family
+
+    server = make_server(sockaddr[0], port, app, Server, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="broker-metrics", daemon=True).start()
     return server
