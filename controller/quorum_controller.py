@@ -29,6 +29,8 @@ from typing import Any, TypeVar
 
 import structlog
 
+from controller.acl_control import AclControl, AclCreateResult, AclDeleteResult, DescribeAclsResult
+from controller.authorizer import AclBindingFilter, StandardAcl, StandardAuthorizer
 from controller.cluster_control import (
     DEFAULT_SESSION_TIMEOUT_MS,
     BrokerRegistration,
@@ -128,6 +130,8 @@ class ControllerSettings:
     # growing image costs quadratic work (measured: 12 snapshots, 12M records written by each of 9 processes while
     # 2M partitions were created); in proportion to the image it is linear. 0: Kafka's rule exactly.
     snapshot_growth_ratio: float = 1.0
+    super_users: str = ""  # super.users: principals allowed everything, semicolon-separated
+    allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
     # A broker's image: never a voter, so never active; it answers reads from its committed state (as a Kafka
     # broker answers Metadata from its MetadataImage) instead of refusing them with NOT_CONTROLLER.
     serve_local_reads: bool = False
@@ -175,6 +179,8 @@ class QuorumController:
         self.settings = settings or ControllerSettings()
         self.faults: FaultHandler = faults or LoggingFaultHandler()
         self.failed = False  # a record failed to apply: this controller's memory cannot be trusted any more
+        # Kafka's StandardAuthorizer over the committed ACLs (AclControl.publish keeps it so), for the service layer.
+        self.authorizer = StandardAuthorizer(self.settings.super_users, self.settings.allow_everyone_if_no_acl_found)
         self._fresh_state()
         queue_failed = fault_message("running the controller's event queue", None)
         self.queue = EventQueue(f"controller-{node_id}", lambda e: self.faults.handle_fault(queue_failed, e))
@@ -208,6 +214,7 @@ class QuorumController:
         self.replication = ReplicationControl(self.timeline, self.cluster, placer, replication, self.configs)
         chunk = self.settings.departure_chunk_partitions
         self.departures = BrokerDepartures(self.cluster, self.replication.elections, chunk)
+        self.acls = AclControl(self.timeline)
         # Timeline state like the rest: a renounce must forget an uncommitted activation, or it is never rewritten.
         self._features: TimelineDict[str, int] = TimelineDict(self.timeline)
 
@@ -220,7 +227,8 @@ class QuorumController:
         (a follower reloading during a run of elections grew past 4 GB)."""
         self.timeline.forget()  # its pending changes name the old maps
         r = self.replication
-        for owner in (self, self.cluster, self.configs, r, r.reassignments, r.elections):  # the owners of state maps
+        owners = (self, self.cluster, self.configs, r, r.reassignments, r.elections, self.acls)  # of state maps
+        for owner in owners:
             for value in vars(owner).values():
                 if isinstance(value, TimelineDict):
                     value.release()
@@ -274,6 +282,7 @@ class QuorumController:
                     ) from e
         self.committed_offset = batch.last_offset
         self.timeline.commit_through(batch.last_offset)
+        self.acls.publish(self.authorizer)
         self.purgatory.complete_up_to(batch.last_offset)
         started = self._append_times.pop(batch.last_offset, None)
         if started is not None:
@@ -302,6 +311,7 @@ class QuorumController:
             self.failed = True  # half loaded: nothing this controller holds can be trusted
             raise ReplayError(f"cannot load snapshot {snapshot_id}: {e}") from e
         self.committed_offset = snapshot_id.end_offset - 1
+        self.acls.publish(self.authorizer)
         self.snapshots.loaded(snapshot_id, reader.last_contained_log_timestamp, getattr(reader, "size_bytes", 0))
         seconds = time.monotonic() - started
         self.metrics.snapshot_load_seconds = seconds
@@ -549,6 +559,7 @@ class QuorumController:
             self._features[record.name] = record.feature_level
         self.cluster.replay(record)
         self.replication.replay(record, offset)
+        self.acls.replay(record)
 
     async def _submit(self, name: str, run: Callable[[], Any], timeout_ms: int | None) -> Any:
         started = time.monotonic()
@@ -770,6 +781,30 @@ class QuorumController:
             return self.configs.describe_configs(resources, include_synonyms, include_documentation, committed=True)
 
         return await self._submit("describeConfigs", lambda: self._read(describe), timeout_ms)
+
+    # -- ACLs (controller/acl_control.py) ----------------------------------------------------------------------
+
+    async def create_acls(
+        self, creations: list[StandardAcl], *, timeout_ms: int | None = 30_000
+    ) -> list[AclCreateResult]:
+        if not creations:
+            return []
+        return await self._submit(
+            "createAcls", lambda: self._write(lambda: self.acls.create_acls(creations)), timeout_ms
+        )
+
+    async def delete_acls(
+        self, filters: list[AclBindingFilter], *, timeout_ms: int | None = 30_000
+    ) -> list[AclDeleteResult]:
+        if not filters:
+            return []
+        return await self._submit("deleteAcls", lambda: self._write(lambda: self.acls.delete_acls(filters)), timeout_ms)
+
+    async def describe_acls(
+        self, acl_filter: AclBindingFilter, *, timeout_ms: int | None = 30_000
+    ) -> DescribeAclsResult:
+        describe = self.acls.describe_acls
+        return await self._submit("describeAcls", lambda: self._read(lambda: describe(acl_filter)), timeout_ms)
 
 
 _PERIODIC = ("broker-departures", "noop", "balance-leaders", "elect-unclean-leaders")

@@ -5,7 +5,8 @@ SnapshotGenerator's policy) and loading them back.
   tuples, ints), so shallow copies are a consistent image however the live maps change afterwards; the copy is
   the only work done synchronously (dict.copy: ~25 ms per million partitions, measured here).
 - :meth:`ImageCapture.records` writes the image as records in Kafka's order: features (metadata.version first),
-  brokers, each topic followed by its partitions, configs. Derived indexes (names, collisions, moving partitions)
+  brokers, each topic followed by its partitions, configs, ACLs (Kafka's AclsImage comes after the images of quotas
+  and producer ids, which this controller does not keep). Derived indexes (names, collisions, moving partitions)
   are not written: replay rebuilds them.
 - :class:`Snapshotter` is the policy (Kafka's SnapshotGenerator), on the active controller and on standbys alike:
   after ``metadata.log.max.record.bytes.between.snapshots`` of committed batches, or
@@ -28,12 +29,14 @@ import gc
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING
 
 import structlog
 
+from controller.acl_control import acl_record
+from controller.authorizer import StandardAcl
 from controller.cluster_control import BrokerRegistration, supported_features
 from controller.partition_change import PartitionRegistration
 from controller.records import (
@@ -79,6 +82,7 @@ class ImageCapture:
     topics: dict[Uuid, TopicInfo]
     partitions: dict[tuple[Uuid, int], PartitionRegistration]
     configs: dict[tuple[int, str], tuple[tuple[str, str], ...]]
+    acls: dict[Uuid, StandardAcl] = field(default_factory=dict)
 
     def records(self) -> Iterator[ApiMessage]:
         """The whole image as metadata records, in Kafka's MetadataImage.write order."""
@@ -103,6 +107,8 @@ class ImageCapture:
         for (resource_type, resource_name), items in self.configs.items():
             for name, value in items:
                 yield ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=name, value=value)
+        for acl_id, acl in self.acls.items():  # in the order they were created (dict order), ids kept
+            yield acl_record(acl_id, acl)
 
     def _features(self) -> Iterator[ApiMessage]:
         # metadata.version first: a reader may need it to decode what follows (Kafka's FeaturesImage).
@@ -154,6 +160,7 @@ def capture(controller: QuorumController) -> ImageCapture:
         replication.topics.committed().copy(),
         replication.partitions.committed().copy(),
         replication.configs.committed().copy(),
+        controller.acls.acls.committed().copy(),
     )
 
 

@@ -24,10 +24,12 @@ from ctl_helpers import (
 )
 from structlog.testing import capture_logs
 
+from controller.authorizer import AclBindingFilter, PatternType, ResourceType, StandardAcl
 from controller.cluster_control import HeartbeatRequest
 from controller.configs import BROKER_RESOURCE, TOPIC_RESOURCE
 from controller.quorum_controller import ControllerSettings, QuorumController, ReplayError
 from controller.records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FeatureLevelRecord,
@@ -35,6 +37,7 @@ from controller.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     TopicRecord,
     ZkMigrationStateRecord,
     deserialize,
@@ -75,6 +78,8 @@ STATE_MAPS = {
     "replication.configs",
     "configs.configs",
     "reassignments.moving",
+    "acls.acls",
+    "acls.ids_by_acl",
 }
 
 
@@ -92,6 +97,9 @@ def image_state(ctl: QuorumController) -> dict[str, Any]:
         "colliding": dict(r._colliding.committed()),
         "moving": dict(r.reassignments.moving.committed()),
         "configs": dict(ctl.configs.configs.committed()),
+        "acls": dict(ctl.acls.acls.committed()),
+        "ids_by_acl": dict(ctl.acls.ids_by_acl.committed()),
+        "authorizer": sorted(ctl.authorizer),  # fed from the committed ACLs: the same wherever they came from
     }
 
 
@@ -127,7 +135,7 @@ def catch_up(ctl: QuorumController, log: SharedLog) -> None:
 
 def check_order(records: list[ApiMessage]) -> None:
     """Kafka's MetadataImage.write order: metadata.version first, features, brokers, each topic before its
-    partitions (contiguous), configs last."""
+    partitions (contiguous), configs, then ACLs last."""
     sections = {
         FeatureLevelRecord: 0,
         ZkMigrationStateRecord: 1,
@@ -135,6 +143,7 @@ def check_order(records: list[ApiMessage]) -> None:
         TopicRecord: 3,
         PartitionRecord: 3,
         ConfigRecord: 4,
+        AccessControlEntryRecord: 5,
     }
     assert isinstance(records[0], FeatureLevelRecord) and records[0].name == "metadata.version"
     order = [sections[type(r)] for r in records]
@@ -186,6 +195,7 @@ class Walk:
             (self.elect, 1),
             (self.reassign, 3),
             (self.complete, 3),
+            (self.acls, 2),
         ]
         [op] = self.rng.choices([op for op, _ in ops], [weight for _, weight in ops])
         try:
@@ -255,6 +265,27 @@ class Walk:
             target = tuple(self.rng.sample(sorted(self.epochs), self.rng.randint(1, min(3, len(self.epochs)))))
         await self.ctl.alter_partition_reassignments([ReassignableTopic(name, (ReassignablePartition(index, target),))])
 
+    async def acls(self) -> None:
+        """Create a few ACLs (some already there), or delete by a filter."""
+        rng = self.rng
+        if rng.random() < 0.6:
+            acls = [
+                StandardAcl(
+                    rng.choice([ResourceType.TOPIC, ResourceType.GROUP]),
+                    rng.choice(["orders", "pay", "*"]),
+                    rng.choice([PatternType.LITERAL, PatternType.PREFIXED]),
+                    rng.choice(["User:alice", "User:bob", "User:*"]),
+                    "*",
+                    rng.choice([2, 3, 4, 8]),  # ALL, READ, WRITE, DESCRIBE
+                    rng.choice([2, 3]),  # DENY, ALLOW
+                )
+                for _ in range(rng.randint(1, 3))
+            ]
+            await self.ctl.create_acls(acls)
+        else:
+            name = rng.choice(["orders", "payments", "pay"])
+            await self.ctl.delete_acls([AclBindingFilter(ResourceType.ANY, name, PatternType.MATCH)])
+
     async def complete(self) -> None:
         """The leader of a moving partition reports its adding replicas in sync (those that may join)."""
         r = self.ctl.replication
@@ -284,6 +315,7 @@ async def test_image_state_covers_every_map(log: SharedLog) -> None:
         "configs": ctl.configs,
         "reassignments": ctl.replication.reassignments,
         "elections": ctl.replication.elections,
+        "acls": ctl.acls,
     }
     found = {
         f"{owner}.{name}"
@@ -322,6 +354,7 @@ async def test_random_walk_snapshots_load_into_the_state_the_log_gave(log: Share
     assert any(isinstance(r, PartitionChangeRecord) and r.removing_replicas == [] for r in records)  # moves ended
     assert any(ctl.replication.reassignments.moving.committed().values())  # and some are still under way
     assert any(isinstance(r, BrokerRegistrationChangeRecord) and r.in_controlled_shutdown == 1 for r in records)
+    assert any(isinstance(r, RemoveAccessControlEntryRecord) for r in records) and len(ctl.acls.acls) > 0
     generated = [*raft.snapshots.values(), *standby_raft.snapshots.values()]
     assert len(raft.snapshots) >= 3 and len(standby_raft.snapshots) >= 3, (
         len(raft.snapshots),
