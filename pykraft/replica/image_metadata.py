@@ -90,6 +90,7 @@ class ImageMetadata:
             p.leader_recovery_state,
             p.adding,
             p.removing,
+            key,
         )
 
     async def _read_all(self) -> list[PartitionMetadata]:

@@ -114,7 +114,7 @@ class ReplicaManager(SessionFetching):
         registered broker. Partitions that no longer have a replica here are dropped. Returns how many partitions
         changed state."""
         mine = [m for m in partitions if self.broker_id in m.replicas]
-        keys = {(m.topic_id, m.index) for m in mine}
+        keys = {m.partition_key for m in mine}
         return self.apply_delta(mine, [k for k in self.partitions if k not in keys], brokers)
 
     def apply_delta(
@@ -134,7 +134,7 @@ class ReplicaManager(SessionFetching):
         changes = 0
         gone = []
         for m in changed:
-            key = (m.topic_id, m.index)
+            key = m.partition_key
             if self.broker_id not in m.replicas:
                 gone.append(key)
                 continue

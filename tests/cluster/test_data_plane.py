@@ -120,7 +120,7 @@ def test_a_follower_that_stops_fetching_is_shrunk_after_the_lag_time() -> None:
     assert change.detail["out_of_sync"][0]["broker"] == 3
     assert p.maybe_shrink(6500, EPOCHS[1]) is None  # one change in flight per partition
     # While it is in flight the high watermark still waits for broker 3 (the maximal ISR).
-    assert p.high_watermark_now(6500, view()) == p.remotes[3].log_end_offset
+    assert p.high_watermark_now(6500, view()) == p.remotes.get(3).log_end_offset
     assert p.on_alter_result(change, 0, (1, 2), 0, 1, 6600, view())
     assert p.isr == (1, 2) and p.partition_epoch == 1 and p.pending is None
     fetch(p, 2, p.leo(6600), 6600)
@@ -250,7 +250,7 @@ def test_alter_partition_answers_follow_kafkas_handling() -> None:
     # INELIGIBLE_REPLICA: not applied and our epochs are right -> back to the committed ISR, free to try again.
     assert not p.on_alter_error(change, Errors.INELIGIBLE_REPLICA)
     assert p.pending is None and p.isr == (1, 2)
-    change = p.maybe_expand(p.remotes[3], view(), EPOCHS[1])
+    change = p.maybe_expand(p.remotes.get(3), view(), EPOCHS[1])
     assert change is not None
     assert p.on_alter_error(change, Errors.NOT_CONTROLLER)  # the controller is behind our epochs: send again
     assert p.pending is change

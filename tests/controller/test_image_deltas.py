@@ -53,6 +53,9 @@ async def test_reads_after_the_first_carry_only_what_changed() -> None:
     partitions, removed, full = await apply()
     assert full and partitions == len(m.partitions) > 0 and removed == 0
     assert all(ME in p.replicas for p in m.partitions.values())
+    # The replicas are keyed by the image's own key tuples: a million replicas add no million tuples of their own.
+    image_keys = {k: k for k in standby.replication.partitions.committed()}
+    assert all(image_keys[k] is k for k in m.partitions)
     assert await apply() == (0, 0, False)  # nothing changed: nothing read
 
     await ctl.create_topics([NewTopic("new", 12, 2)])
