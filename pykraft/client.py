@@ -40,6 +40,7 @@ from controller.requests import (
     ElectionResult,
 )
 from controller.results import NO_ERROR, ApiError
+from pykraft.acl_client import AclAdmin
 from pykraft.api import controller_pb2 as pb
 from pykraft.api import controller_pb2_grpc as pb_grpc
 from quorum.errors import Errors, KafkaError
@@ -192,7 +193,7 @@ def parse_bootstrap_servers(bootstrap: str | list[str]) -> list[str]:
     return servers
 
 
-class AdminClient:
+class AdminClient(AclAdmin):  # the ACL methods: pykraft/acl_client.py
     def __init__(
         self,
         bootstrap_servers: str | list[str],

@@ -5,7 +5,7 @@ controller. A node that is not the active controller answers NOT_CONTROLLER with
 A broker serves it too, over its metadata image: reads from the image, writes answered NOT_CONTROLLER.
 Every request is logged as one structured event: what was asked, the result codes, the latency. The requests of
 a partition's life after creation, and the config requests, are in :mod:`pykraft.lifecycle_service`; partition
-reassignment in :mod:`pykraft.reassignment_service`.
+reassignment in :mod:`pykraft.reassignment_service`; ACLs in :mod:`pykraft.acl_service`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import structlog
 from controller.cluster_control import Endpoint, HeartbeatRequest, RegisterBrokerRequest
 from controller.quorum_controller import NotControllerError, QuorumController
 from controller.replication_control import NewTopic
+from pykraft.acl_service import AclServicer
 from pykraft.api import controller_pb2 as pb
 from pykraft.api import controller_pb2_grpc as pb_grpc
 from pykraft.lifecycle_service import LifecycleServicer, RequestError
@@ -36,11 +37,18 @@ DESCRIBE_CHUNK = 2000  # partitions described between two yields to the event lo
 # Asked again and again (brokers' heartbeats, pollers, describes): their successes are per-request chatter, logged
 # at DEBUG, as is any NOT_CONTROLLER (clients try each node in turn). Requests that change state stay at INFO.
 CHATTER_APIS = frozenset(
-    {"BrokerHeartbeat", "DescribeCluster", "DescribeTopics", "DescribeConfigs", "ListPartitionReassignments"}
+    {
+        "BrokerHeartbeat",
+        "DescribeCluster",
+        "DescribeTopics",
+        "DescribeConfigs",
+        "ListPartitionReassignments",
+        "DescribeAcls",
+    }
 )
 
 
-class ControllerService(LifecycleServicer, ReassignmentServicer, pb_grpc.ControllerServicer):
+class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb_grpc.ControllerServicer):
     def __init__(self, controller: QuorumController, cluster_id: str, voters: dict[int, VoterAddress]) -> None:
         self.controller = controller
         self.cluster_id = cluster_id

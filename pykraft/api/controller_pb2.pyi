@@ -751,3 +751,157 @@ class CreateSnapshotResponse(_message.Message):
     size_bytes: int
     created: bool
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., node_id: _Optional[int] = ..., end_offset: _Optional[int] = ..., epoch: _Optional[int] = ..., size_bytes: _Optional[int] = ..., created: bool = ...) -> None: ...
+
+class CreateAclsRequest(_message.Message):
+    __slots__ = ("creations", "timeout_ms")
+    class AclCreation(_message.Message):
+        __slots__ = ("resource_type", "resource_name", "resource_pattern_type", "principal", "host", "operation", "permission_type")
+        RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+        RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+        RESOURCE_PATTERN_TYPE_FIELD_NUMBER: _ClassVar[int]
+        PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+        HOST_FIELD_NUMBER: _ClassVar[int]
+        OPERATION_FIELD_NUMBER: _ClassVar[int]
+        PERMISSION_TYPE_FIELD_NUMBER: _ClassVar[int]
+        resource_type: int
+        resource_name: str
+        resource_pattern_type: int
+        principal: str
+        host: str
+        operation: int
+        permission_type: int
+        def __init__(self, resource_type: _Optional[int] = ..., resource_name: _Optional[str] = ..., resource_pattern_type: _Optional[int] = ..., principal: _Optional[str] = ..., host: _Optional[str] = ..., operation: _Optional[int] = ..., permission_type: _Optional[int] = ...) -> None: ...
+    CREATIONS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    creations: _containers.RepeatedCompositeFieldContainer[CreateAclsRequest.AclCreation]
+    timeout_ms: int
+    def __init__(self, creations: _Optional[_Iterable[_Union[CreateAclsRequest.AclCreation, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class CreateAclsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller", "results")
+    class AclCreationResult(_message.Message):
+        __slots__ = ("error_code", "error_message")
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        error_code: int
+        error_message: str
+        def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller: ControllerHint
+    results: _containers.RepeatedCompositeFieldContainer[CreateAclsResponse.AclCreationResult]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., results: _Optional[_Iterable[_Union[CreateAclsResponse.AclCreationResult, _Mapping]]] = ...) -> None: ...
+
+class AclBindingFilter(_message.Message):
+    __slots__ = ("resource_type_filter", "resource_name_filter", "pattern_type_filter", "principal_filter", "host_filter", "operation", "permission_type")
+    RESOURCE_TYPE_FILTER_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_NAME_FILTER_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_TYPE_FILTER_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FILTER_FIELD_NUMBER: _ClassVar[int]
+    HOST_FILTER_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    resource_type_filter: int
+    resource_name_filter: str
+    pattern_type_filter: int
+    principal_filter: str
+    host_filter: str
+    operation: int
+    permission_type: int
+    def __init__(self, resource_type_filter: _Optional[int] = ..., resource_name_filter: _Optional[str] = ..., pattern_type_filter: _Optional[int] = ..., principal_filter: _Optional[str] = ..., host_filter: _Optional[str] = ..., operation: _Optional[int] = ..., permission_type: _Optional[int] = ...) -> None: ...
+
+class DescribeAclsRequest(_message.Message):
+    __slots__ = ("filter", "timeout_ms")
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    filter: AclBindingFilter
+    timeout_ms: int
+    def __init__(self, filter: _Optional[_Union[AclBindingFilter, _Mapping]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class DescribeAclsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller", "resources")
+    class AclDescription(_message.Message):
+        __slots__ = ("principal", "host", "operation", "permission_type")
+        PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+        HOST_FIELD_NUMBER: _ClassVar[int]
+        OPERATION_FIELD_NUMBER: _ClassVar[int]
+        PERMISSION_TYPE_FIELD_NUMBER: _ClassVar[int]
+        principal: str
+        host: str
+        operation: int
+        permission_type: int
+        def __init__(self, principal: _Optional[str] = ..., host: _Optional[str] = ..., operation: _Optional[int] = ..., permission_type: _Optional[int] = ...) -> None: ...
+    class DescribeAclsResource(_message.Message):
+        __slots__ = ("resource_type", "resource_name", "pattern_type", "acls")
+        RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+        RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+        PATTERN_TYPE_FIELD_NUMBER: _ClassVar[int]
+        ACLS_FIELD_NUMBER: _ClassVar[int]
+        resource_type: int
+        resource_name: str
+        pattern_type: int
+        acls: _containers.RepeatedCompositeFieldContainer[DescribeAclsResponse.AclDescription]
+        def __init__(self, resource_type: _Optional[int] = ..., resource_name: _Optional[str] = ..., pattern_type: _Optional[int] = ..., acls: _Optional[_Iterable[_Union[DescribeAclsResponse.AclDescription, _Mapping]]] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller: ControllerHint
+    resources: _containers.RepeatedCompositeFieldContainer[DescribeAclsResponse.DescribeAclsResource]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., resources: _Optional[_Iterable[_Union[DescribeAclsResponse.DescribeAclsResource, _Mapping]]] = ...) -> None: ...
+
+class DeleteAclsRequest(_message.Message):
+    __slots__ = ("filters", "timeout_ms")
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    filters: _containers.RepeatedCompositeFieldContainer[AclBindingFilter]
+    timeout_ms: int
+    def __init__(self, filters: _Optional[_Iterable[_Union[AclBindingFilter, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class DeleteAclsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller", "filter_results")
+    class DeleteAclsMatchingAcl(_message.Message):
+        __slots__ = ("error_code", "error_message", "resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type")
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+        RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+        PATTERN_TYPE_FIELD_NUMBER: _ClassVar[int]
+        PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+        HOST_FIELD_NUMBER: _ClassVar[int]
+        OPERATION_FIELD_NUMBER: _ClassVar[int]
+        PERMISSION_TYPE_FIELD_NUMBER: _ClassVar[int]
+        error_code: int
+        error_message: str
+        resource_type: int
+        resource_name: str
+        pattern_type: int
+        principal: str
+        host: str
+        operation: int
+        permission_type: int
+        def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., resource_type: _Optional[int] = ..., resource_name: _Optional[str] = ..., pattern_type: _Optional[int] = ..., principal: _Optional[str] = ..., host: _Optional[str] = ..., operation: _Optional[int] = ..., permission_type: _Optional[int] = ...) -> None: ...
+    class DeleteAclsFilterResult(_message.Message):
+        __slots__ = ("error_code", "error_message", "matching_acls")
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        MATCHING_ACLS_FIELD_NUMBER: _ClassVar[int]
+        error_code: int
+        error_message: str
+        matching_acls: _containers.RepeatedCompositeFieldContainer[DeleteAclsResponse.DeleteAclsMatchingAcl]
+        def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., matching_acls: _Optional[_Iterable[_Union[DeleteAclsResponse.DeleteAclsMatchingAcl, _Mapping]]] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    FILTER_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller: ControllerHint
+    filter_results: _containers.RepeatedCompositeFieldContainer[DeleteAclsResponse.DeleteAclsFilterResult]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., filter_results: _Optional[_Iterable[_Union[DeleteAclsResponse.DeleteAclsFilterResult, _Mapping]]] = ...) -> None: ...

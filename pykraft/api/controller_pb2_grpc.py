@@ -99,6 +99,21 @@ class ControllerStub(object):
                 request_serializer=pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
                 response_deserializer=pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
                 _registered_method=True)
+        self.CreateAcls = channel.unary_unary(
+                '/pykraft.controller.v1.Controller/CreateAcls',
+                request_serializer=pykraft_dot_api_dot_controller__pb2.CreateAclsRequest.SerializeToString,
+                response_deserializer=pykraft_dot_api_dot_controller__pb2.CreateAclsResponse.FromString,
+                _registered_method=True)
+        self.DescribeAcls = channel.unary_unary(
+                '/pykraft.controller.v1.Controller/DescribeAcls',
+                request_serializer=pykraft_dot_api_dot_controller__pb2.DescribeAclsRequest.SerializeToString,
+                response_deserializer=pykraft_dot_api_dot_controller__pb2.DescribeAclsResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcls = channel.unary_unary(
+                '/pykraft.controller.v1.Controller/DeleteAcls',
+                request_serializer=pykraft_dot_api_dot_controller__pb2.DeleteAclsRequest.SerializeToString,
+                response_deserializer=pykraft_dot_api_dot_controller__pb2.DeleteAclsResponse.FromString,
+                _registered_method=True)
         self.CreateSnapshot = channel.unary_unary(
                 '/pykraft.controller.v1.Controller/CreateSnapshot',
                 request_serializer=pykraft_dot_api_dot_controller__pb2.CreateSnapshotRequest.SerializeToString,
@@ -187,6 +202,24 @@ class ControllerServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateSnapshot(self, request, context):
         """Snapshot this node's committed state now (each controller and broker keeps its own snapshots).
         """
@@ -261,6 +294,21 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ListPartitionReassignments,
                     request_deserializer=pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsRequest.FromString,
                     response_serializer=pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'CreateAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcls,
+                    request_deserializer=pykraft_dot_api_dot_controller__pb2.CreateAclsRequest.FromString,
+                    response_serializer=pykraft_dot_api_dot_controller__pb2.CreateAclsResponse.SerializeToString,
+            ),
+            'DescribeAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeAcls,
+                    request_deserializer=pykraft_dot_api_dot_controller__pb2.DescribeAclsRequest.FromString,
+                    response_serializer=pykraft_dot_api_dot_controller__pb2.DescribeAclsResponse.SerializeToString,
+            ),
+            'DeleteAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcls,
+                    request_deserializer=pykraft_dot_api_dot_controller__pb2.DeleteAclsRequest.FromString,
+                    response_serializer=pykraft_dot_api_dot_controller__pb2.DeleteAclsResponse.SerializeToString,
             ),
             'CreateSnapshot': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateSnapshot,
@@ -619,6 +667,87 @@ class Controller(object):
             '/pykraft.controller.v1.Controller/ListPartitionReassignments',
             pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsRequest.SerializeToString,
             pykraft_dot_api_dot_controller__pb2.ListPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.controller.v1.Controller/CreateAcls',
+            pykraft_dot_api_dot_controller__pb2.CreateAclsRequest.SerializeToString,
+            pykraft_dot_api_dot_controller__pb2.CreateAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.controller.v1.Controller/DescribeAcls',
+            pykraft_dot_api_dot_controller__pb2.DescribeAclsRequest.SerializeToString,
+            pykraft_dot_api_dot_controller__pb2.DescribeAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.controller.v1.Controller/DeleteAcls',
+            pykraft_dot_api_dot_controller__pb2.DeleteAclsRequest.SerializeToString,
+            pykraft_dot_api_dot_controller__pb2.DeleteAclsResponse.FromString,
             options,
             channel_credentials,
             insecure,
