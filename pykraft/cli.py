@@ -79,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     configs_cli.add_arguments(configs)
 
+    acls = commands.add_parser("acls", help="add, remove and list ACLs (like kafka-acls.sh)")
+    from pykraft import acls_cli
+
+    acls_cli.add_arguments(acls)
+
     reassign = commands.add_parser(
         "reassign-partitions", help="move partitions between brokers (like kafka-reassign-partitions.sh)"
     )
@@ -164,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
             from pykraft import configs_cli
 
             return configs_cli.run(args, argv[argv.index("configs") + 1 :])
+        if args.command == "acls":
+            from pykraft import acls_cli
+
+            return acls_cli.run(args)
         if args.command == "reassign-partitions":
             from pykraft import reassign_cli
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import grpc
 import structlog
 
+from controller.authorizer import parse_super_users
 from controller.configs import BROKER_CONFIGS
 from controller.placement import PLACERS
 from controller.quorum_controller import ControllerSettings, QuorumController
@@ -87,6 +88,8 @@ CONTROLLER_CONFIGS = {  # Kafka config name -> (ControllerSettings field, type)
     "metadata.log.max.record.bytes.between.snapshots": ("snapshot_max_new_record_bytes", int),
     "metadata.log.max.snapshot.interval.ms": ("snapshot_max_interval_ms", int),
     "pykraft.snapshot.growth.ratio": ("snapshot_growth_ratio", float),  # pykraft's (see ControllerSettings)
+    "super.users": ("super_users", str),  # the authorizer's (controller/authorizer.py)
+    "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", bool),
 }
 
 
@@ -136,6 +139,7 @@ def controller_settings(props: dict[str, str]) -> ControllerSettings:
         )
     if settings.leader_imbalance_check_interval_s < 1:
         raise ValueError("leader.imbalance.check.interval.seconds must be at least 1")
+    parse_super_users(settings.super_users)  # a principal that is not Type:name is refused at start, as in Kafka
     # Broker configs in the properties are this node's static level (under dynamic ones, above the defaults).
     for name, value in props.items():
         if name in BROKER_CONFIGS:
