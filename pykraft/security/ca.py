@@ -129,8 +129,10 @@ def _create_ca(directory: Path) -> tuple[x509.Certificate, ec.EllipticCurvePriva
     return cert, key
 
 
-def _sans(dns: Iterable[str], ips: Iterable[str]) -> list[x509.GeneralName]:
-    names: list[x509.GeneralName] = [x509.DNSName(h) for h in dns]
+def _sans(name: str, dns: Iterable[str], ips: Iterable[str]) -> list[x509.GeneralName]:
+    # The principal name is a DNS name too: a peer dialling controller-2 checks that the server it reached is
+    # controller-2 (gRPC's target name), whatever address it dialled.
+    names: list[x509.GeneralName] = [x509.DNSName(h) for h in dict.fromkeys([name, *dns])]
     names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
     return names
 
@@ -215,15 +217,14 @@ def ensure_cluster_certificates(
 ) -> dict[str, CertFiles]:
     """Create (or keep) the cluster CA under ``directory`` and a certificate for each name (its CN).
 
-    ``dns`` / ``ips`` are the subject alternative names every certificate carries: TLS clients check the host they
-    dialled against them (add e.g. ``controller-1`` for a container network).
+    Each certificate's subject alternative names are its own name (as a DNS name), ``dns`` and ``ips``: TLS clients
+    check the host they dialled (or the name they expect, for peers) against them.
     """
     for name in names:
         _check_name(name)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     os.chmod(directory, 0o700)  # the keys are 0600 anyway; the directory need not be listable by others either
-    sans = _sans(dns, ips)
     loaded = _load(directory / f"{CA_NAME}.crt", directory / f"{CA_NAME}.key")
     if loaded is None or not _fresh(loaded[0]):
         loaded = _create_ca(directory)
@@ -232,6 +233,7 @@ def ensure_cluster_certificates(
     for name in names:
         cert_path, key_path = directory / f"{name}.crt", directory / f"{name}.key"
         have = _load(cert_path, key_path)
+        sans = _sans(name, dns, ips)
         if have is None or not _leaf_ok(have[0], ca, name, sans):
             _issue(directory, name, ca, ca_key, sans)
         else:

@@ -12,6 +12,14 @@ Requests that waited longer than the request timeout are dropped unsent: the cor
 
 gRPC errors end a stream and a new one is opened; any other exception in a stream's tasks is a bug of this node
 and goes to ``on_fault`` (the node's fatal path) — never a stream that silently stops for good.
+
+With :meth:`PeerTransport.secure` (mutual TLS) every inbound stream is checked against the node id its caller's
+certificate proves (``authenticate``): a caller that proves none is refused before any message is read, and a stream
+is ended at the first message that claims another node (its source, or the replica or leader id inside it), that is
+a response, or that only a voter may send (Vote, BeginQuorumEpoch, EndQuorumEpoch) from a non-voter — before that
+message reaches the core. Refusals end the stream with PERMISSION_DENIED. Outbound, ``server_name`` is the name the
+peer's certificate must carry (gRPC checks it instead of the dialled host), so a process with another node's
+certificate at a voter's address is not taken for that voter.
 """
 
 from __future__ import annotations
@@ -19,14 +27,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 
 import grpc
 import structlog
 
 from quorum.fault import spawn
 from quorum.raft.config import VoterAddress
-from quorum.raft.messages import REQUEST_TYPES, Envelope
+from quorum.raft.messages import (
+    REQUEST_TYPES,
+    BeginQuorumEpochRequest,
+    EndQuorumEpochRequest,
+    Envelope,
+    FetchRequest,
+    FetchSnapshotRequest,
+)
 from quorum.transport.convert import from_proto, to_proto
 from quorum.transport.pb import quorum_pb2 as pb
 from quorum.transport.pb import quorum_pb2_grpc as pb_grpc
@@ -58,6 +73,30 @@ log = structlog.get_logger("quorum.transport")
 
 Deliver = Callable[[Envelope], None]
 OnFault = Callable[[str, BaseException], None]
+# The node id a caller's certificate proves; raises PeerRefused when it may not use the peer protocol at all.
+Authenticate = Callable[[grpc.aio.ServicerContext], int]
+OBSERVER_REQUESTS = (FetchRequest, FetchSnapshotRequest)  # all a non-voter (a broker's observer) may send
+
+
+class PeerRefused(Exception):
+    """The caller of an inbound peer stream may not use it (see :meth:`PeerTransport.secure`)."""
+
+
+def impersonation(env: Envelope, identity: int, voters: Collection[int]) -> str | None:
+    """Why ``env`` may not come from a caller proven to be ``identity``; None when it may."""
+    message = env.message
+    if env.source != identity:
+        return f"node {identity} sent a message as node {env.source}"
+    if not isinstance(message, REQUEST_TYPES):
+        return f"node {identity} sent a {type(message).__name__} on an inbound stream"
+    claimed = message.leader_id if isinstance(message, BeginQuorumEpochRequest | EndQuorumEpochRequest) else None
+    if claimed is None:
+        claimed = message.replica_id
+    if claimed != identity:
+        return f"node {identity} sent a {type(message).__name__} for node {claimed}"
+    if identity not in voters and not isinstance(message, OBSERVER_REQUESTS):
+        return f"node {identity} is not a voter and sent a {type(message).__name__}"
+    return None
 
 
 class PeerTransport(pb_grpc.QuorumPeerServicer):
@@ -76,8 +115,25 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
         self._unreachable = unreachable
         self.on_fault: OnFault = on_fault or _log_fault
         self._clients = {pid: _PeerClient(self, addr) for pid, addr in peers.items() if pid != node_id}
+        self._voters = frozenset(peers)
         self._inbound: dict[int, asyncio.Queue[pb.PeerMessage | None]] = {}
         self.dropped = 0
+        self.refused = 0  # inbound streams ended by secure()'s checks
+        self.channel_credentials: grpc.ChannelCredentials | None = None
+        self.server_name: Callable[[int], str] | None = None
+        self._authenticate: Authenticate | None = None
+
+    def secure(
+        self,
+        channel_credentials: grpc.ChannelCredentials,
+        authenticate: Authenticate,
+        server_name: Callable[[int], str] | None = None,
+    ) -> None:
+        """Mutual TLS: dial peers with ``channel_credentials`` (expecting ``server_name(peer)`` in their
+        certificates), and check every inbound stream with ``authenticate``. Call before :meth:`start`."""
+        self.channel_credentials = channel_credentials
+        self.server_name = server_name
+        self._authenticate = authenticate
 
     def add_to_server(self, server: grpc.aio.Server) -> None:
         pb_grpc.add_QuorumPeerServicer_to_server(self, server)
@@ -114,12 +170,30 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
     async def Exchange(
         self, request_iterator: AsyncIterator[pb.PeerMessage], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.PeerMessage]:
+        identity: int | None = None
+        if self._authenticate is not None:
+            try:
+                identity = self._authenticate(context)
+            except PeerRefused as e:
+                await self._refuse(context, str(e))
         queue: asyncio.Queue[pb.PeerMessage | None] = asyncio.Queue(QUEUE_LIMIT)
         source: list[int] = []
+        refused: list[str] = []
 
         async def read() -> None:
             try:
                 async for msg in request_iterator:
+                    if identity is not None:
+                        # Checked before anything else: a stream claiming another node must not even take over
+                        # the queue our responses to that node go to.
+                        try:
+                            env = from_proto(msg, self.node_id)
+                        except ValueError as e:
+                            log.warning("peer_message_rejected", source=msg.source, error=str(e))
+                            continue
+                        if (reason := impersonation(env, identity, self._voters)) is not None:
+                            refused.append(reason)
+                            return
                     if not source:
                         source.append(msg.source)
                         old = self._inbound.get(msg.source)
@@ -127,11 +201,12 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
                         if old is not None:
                             with contextlib.suppress(asyncio.QueueFull):
                                 old.put_nowait(None)
-                    try:
-                        env = from_proto(msg, self.node_id)
-                    except ValueError as e:
-                        log.warning("peer_message_rejected", source=msg.source, error=str(e))
-                        continue
+                    if identity is None:
+                        try:
+                            env = from_proto(msg, self.node_id)
+                        except ValueError as e:
+                            log.warning("peer_message_rejected", source=msg.source, error=str(e))
+                            continue
                     self._deliver(env)
             finally:
                 with contextlib.suppress(asyncio.QueueFull):
@@ -146,6 +221,13 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
             reader.cancel()
             if source and self._inbound.get(source[0]) is queue:
                 del self._inbound[source[0]]
+        if refused:
+            await self._refuse(context, refused[0])
+
+    async def _refuse(self, context: grpc.aio.ServicerContext, reason: str) -> None:
+        self.refused += 1
+        log.warning("peer_refused", peer=context.peer(), reason=reason)
+        await context.abort(grpc.StatusCode.PERMISSION_DENIED, reason)
 
 
 class _PeerClient:
@@ -174,7 +256,12 @@ class _PeerClient:
     async def _run(self) -> None:
         target = f"{self.address.host}:{self.address.port}"
         peer = self.address.node_id
-        channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+        credentials, server_name = self.transport.channel_credentials, self.transport.server_name
+        if credentials is None:
+            channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+        else:
+            names = [("grpc.ssl_target_name_override", server_name(peer))] if server_name is not None else []
+            channel = grpc.aio.secure_channel(target, credentials, options=CHANNEL_OPTIONS + names)
         backoff = 0.0  # after streams that fail at once, unanswered (the peer refuses them): 20 ms doubling to 1 s
         try:
             while True:

@@ -165,7 +165,7 @@ async def test_a_renewed_certificate_is_served_without_a_restart(tmp_path: Path)
         files["controller-1"].key.write_bytes(old_key)
 
         # A real renewal (a new SAN re-issues every leaf): the next connection gets the new certificate.
-        ensure_cluster_certificates(tmp_path, ["controller-1", "admin"], dns=["localhost", "controller-1"])
+        ensure_cluster_certificates(tmp_path, ["controller-1", "admin"], dns=["localhost", "controller-1.example"])
         second = await asyncio.to_thread(served_certificate, srv.port, admin)
         assert second.serial_number != first.serial_number
         assert second.public_bytes(Encoding.PEM) == files["controller-1"].certificate.read_bytes()

@@ -98,7 +98,7 @@ def test_certificates_name_the_principal_and_the_hosts(cluster: dict[str, CertFi
         assert cert.subject.rfc4514_string() == f"CN={name}"
         cert.verify_directly_issued_by(ca)
         sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        assert sans.get_values_for_type(x509.DNSName) == ["localhost"]
+        assert sans.get_values_for_type(x509.DNSName) == [name, "localhost"]
         assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
         usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
         assert set(usages) == {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH}

@@ -1,0 +1,51 @@
+"""Which node a peer's certificate proves: ``controller-<id>`` for a voter, ``broker-<id>`` for a broker's observer.
+
+These are the principal names (after ``ssl.principal.mapping.rules``) the cluster CA (:mod:`.ca`) issues; the peer
+transport (:meth:`quorum.transport.peer.PeerTransport.secure`) then holds every message on the stream to that id.
+A ``broker-<id>`` certificate never proves a voter's id, so a process with a broker's certificate cannot take part in
+elections, whatever it claims; an ``admin`` certificate, or none, cannot use the peer protocol at all.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection
+
+import grpc
+
+from pykraft.security.principal import ANONYMOUS, NoMatchingRule, SslPrincipalMapper, principal_of
+from quorum.transport.peer import PeerRefused
+
+CONTROLLER_PREFIX = "controller-"
+BROKER_PREFIX = "broker-"
+_NODE = re.compile(r"(controller|broker)-([0-9]{1,9})")
+
+
+def controller_name(node_id: int) -> str:
+    """The principal name, and the DNS name in its certificate, of controller ``node_id``."""
+    return f"{CONTROLLER_PREFIX}{node_id}"
+
+
+def peer_authenticator(
+    mapper: SslPrincipalMapper, voters: Collection[int]
+) -> Callable[[grpc.aio.ServicerContext], int]:
+    voter_ids = frozenset(voters)
+
+    def authenticate(context: grpc.aio.ServicerContext) -> int:
+        try:
+            principal = principal_of(context, mapper)
+        except NoMatchingRule as e:
+            raise PeerRefused(str(e)) from None
+        if principal == ANONYMOUS:
+            raise PeerRefused("no client certificate")
+        m = _NODE.fullmatch(principal.name)
+        if m is None:
+            raise PeerRefused(f"{principal} is not a controller or broker principal")
+        kind, node_id = m.group(1), int(m.group(2))
+        if kind == "controller" and node_id not in voter_ids:
+            raise PeerRefused(f"{principal} is not a voter of this quorum ({', '.join(map(str, sorted(voter_ids)))})")
+        if kind == "broker" and node_id in voter_ids:
+            raise PeerRefused(f"{principal} has a voter's id")
+        return node_id
+
+    return authenticate
