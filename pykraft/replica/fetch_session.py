@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,15 @@ Key = tuple[Any, int]  # (topic id, partition)
 
 
 _generations = itertools.count(1)
+SHRINK_BYTES = 1 << 16  # sets whose tables are smaller than this are left as they are
+
+
+def shrunk(keys: set[Key]) -> set[Key]:
+    """``keys``, or a copy sized to it if it has shrunk to a small part of its table. A set never gives back the
+    table of its largest size: a session that once held a third of a million active partitions would keep ~16 MiB
+    for the few left, per follower."""
+    size = sys.getsizeof(keys)
+    return set(keys) if size > SHRINK_BYTES and len(keys) * 128 < size else keys
 
 
 @dataclass(eq=False, slots=True)

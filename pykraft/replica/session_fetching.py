@@ -15,6 +15,7 @@ from pykraft.replica.fetch_session import (
     FollowerSessions,
     LeaderSession,
     LeaderSessions,
+    shrunk,
 )
 from pykraft.replica.partition import (
     MESSAGE_BYTES,
@@ -115,6 +116,7 @@ class SessionFetching:
             answer = self._answer_in_session(session, key, replica_epoch, budget, now, epoch, full)
             if answer is not None:
                 out.append((key[0], key[1], answer))
+        session.active = shrunk(session.active)
         return Errors.NONE, session.session_id, out
 
     def _remote(self, key: tuple[bytes, int], replica_id: int) -> ReplicaState | None:
@@ -223,6 +225,7 @@ class SessionFetching:
             if p.sent_gen != gen or p.sent_offset != p.log_end_offset or p.sent_epoch != p.leader_epoch:
                 p.sent_gen, p.sent_offset, p.sent_epoch = gen, p.log_end_offset, p.leader_epoch
                 items.append(FetchItem(p, p.log_end_offset, p.leader_epoch, max_bytes))
+        s.waiting = shrunk(s.waiting)
         return SessionFetch(s.session_id, s.epoch, items, forgotten)
 
     def on_session_response(

@@ -7,9 +7,11 @@ fetchers use sessions over gRPC there too."""
 
 from __future__ import annotations
 
+import sys
+
 from test_data_plane import EPOCHS, LAG_MS, TOPIC, Sim
 
-from pykraft.replica.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, NO_SESSION
+from pykraft.replica.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, NO_SESSION, SHRINK_BYTES, shrunk
 from pykraft.replica.manager import ReplicaManager
 from pykraft.replica.partition import MESSAGE_BYTES, BrokerState, ReplicaConfig
 from quorum.errors import Errors
@@ -41,6 +43,17 @@ def test_idle_partitions_cost_nothing_per_fetch_once_parked() -> None:
     assert all(len(isr) == 3 for isr in sim.isrs().values())  # and nobody fell out of an ISR
     for m in sim.managers.values():
         assert {p.high_watermark for p in m.partitions.values()} == {10}
+
+
+def test_a_session_that_parked_its_partitions_gives_back_their_table() -> None:
+    """Sets keep the table of their largest size; a leader's session that once held every partition active (a
+    broker at millions of partitions: megabytes per follower) is copied small once they are parked."""
+    sim = Sim(partitions=4000, config=IDLE, sessions=True)
+    sim.run_until(lambda: parked(sim) == 4000 * 2, 4000)
+    sessions = [s for m in sim.managers.values() for s in m.leader_sessions.by_id.values()]
+    assert sessions and all(not s.active for s in sessions)
+    assert all(sys.getsizeof(s.active) < SHRINK_BYTES for s in sessions)  # not the ~100 KiB of 2,000 keys
+    assert shrunk(big := set(range(2000))) is big  # a set at its size is left alone
 
 
 def test_a_leader_change_wakes_parked_partitions_and_the_followers_move_on() -> None:
