@@ -5,6 +5,9 @@ Settings come from flags and/or a Kafka-style properties file (``node.id``, ``co
 
 A fatal fault (a storage error, an exception out of the Raft core, a record the controller cannot apply) ends the
 process with exit code 70 after one ``fatal_fault`` log line naming the cause (:mod:`quorum.fault`).
+
+``security.protocol=SSL`` (off by default) puts every listener and the peer streams on mutual TLS with the
+``ssl.*`` settings of :mod:`pykraft.security.tls`; SIGHUP rereads the certificate files (new connections get them).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from controller.placement import PLACERS
 from controller.quorum_controller import ControllerSettings, QuorumController
 from controller.records import deserialize
 from pykraft import gc_pauses
+from pykraft.security.peer_identity import controller_name, peer_authenticator
+from pykraft.security.tls import ClientAuth, ReloadingServerCredentials, TlsSettings, channel_credentials
 from pykraft.service import ControllerService
 from quorum.errors import KafkaError
 from quorum.fault import ProcessTerminatingFaultHandler, spawn
@@ -64,6 +69,7 @@ class NodeSettings:
     # network. With external_port they are told so on that second listener only; without, on the voter port.
     advertised: dict[int, VoterAddress] | None = None
     external_port: int | None = None
+    tls: TlsSettings | None = None  # security.protocol=SSL: mutual TLS on every listener and peer stream
 
     @property
     def address(self) -> VoterAddress:
@@ -216,6 +222,9 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         )
         controller = controller_settings(props)
         raw_appends = bool_property(props, RAW_APPEND_SETTING, False)
+        tls = TlsSettings.from_properties(props)
+        if tls is not None:
+            tls.load(server=True)  # a missing or mismatched file is a usage error now, not a fault at start
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if node_id not in voters:
@@ -234,6 +243,7 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         raw_appends=raw_appends,
         advertised=advertised,
         external_port=getattr(args, "external_port", None),
+        tls=tls,
     )
 
 
@@ -268,6 +278,12 @@ async def serve(
     the controller will). ``with_controller=False`` runs the quorum alone: the Raft benchmark appends opaque
     records that no controller could replay."""
     structlog.contextvars.bind_contextvars(node_id=settings.node_id)
+    reloading = None
+    if settings.tls is not None:
+        try:
+            reloading = ReloadingServerCredentials(settings.tls)
+        except ValueError as e:  # the files changed since the settings were read
+            raise ConfigError(str(e)) from None
     faults = ProcessTerminatingFaultHandler()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     lock = DirectoryLock(settings.data_dir)
@@ -287,6 +303,12 @@ async def serve(
         faults=faults,
     )
     controller = QuorumController(settings.node_id, node, settings.controller, faults) if with_controller else None
+    if settings.tls is not None:
+        # With ssl.client.auth=none no peer presents a certificate: encrypted, but nobody's identity to check.
+        authenticate = None
+        if settings.tls.client_auth is ClientAuth.REQUIRED:
+            authenticate = peer_authenticator(settings.tls.mapper(), settings.voters)
+        node.transport.secure(channel_credentials(settings.tls), authenticate, controller_name)
     server = grpc.aio.server(options=SERVER_OPTIONS)
     node.transport.add_to_server(server)
     named = settings.voters if settings.external_port is not None else settings.advertised or settings.voters
@@ -301,7 +323,10 @@ async def serve(
     for srv, port_ in listeners:
         where = f"[{host}]:{port_}" if ":" in host else f"{host}:{port_}"
         try:
-            port = srv.add_insecure_port(where)
+            if reloading is None:
+                port = srv.add_insecure_port(where)
+            else:
+                port = srv.add_secure_port(where, reloading.credentials())
         except RuntimeError:
             port = 0
         if port == 0:
@@ -324,6 +349,7 @@ async def serve(
         "node_started",
         listen=bind,
         external_port=settings.external_port,
+        tls=reloading is not None,
         cluster_id=settings.cluster_id,
         data_dir=str(settings.data_dir),
         voters=",".join(map(str, settings.voters.values())),
@@ -332,6 +358,13 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if reloading is not None:
+
+        def reload_certificates() -> None:
+            log.info("tls_reload_requested", signal="SIGHUP")
+            reloading.request_reload()
+
+        loop.add_signal_handler(signal.SIGHUP, reload_certificates)
     failed: list[BaseException] = []
 
     def companion_failed(e: BaseException) -> None:  # a benchmark's own bug: stop the node, say why, exit 1

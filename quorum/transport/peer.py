@@ -126,11 +126,12 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
     def secure(
         self,
         channel_credentials: grpc.ChannelCredentials,
-        authenticate: Authenticate,
+        authenticate: Authenticate | None,
         server_name: Callable[[int], str] | None = None,
     ) -> None:
-        """Mutual TLS: dial peers with ``channel_credentials`` (expecting ``server_name(peer)`` in their
-        certificates), and check every inbound stream with ``authenticate``. Call before :meth:`start`."""
+        """TLS: dial peers with ``channel_credentials`` (expecting ``server_name(peer)`` in their certificates), and
+        check every inbound stream with ``authenticate`` (None: the server asks for no client certificates, so
+        there is nothing to check). Call before :meth:`start`."""
         self.channel_credentials = channel_credentials
         self.server_name = server_name
         self._authenticate = authenticate
