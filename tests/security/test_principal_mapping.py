@@ -168,3 +168,11 @@ def test_principal_from_auth_context() -> None:
     ctx = {"transport_security_type": [b"ssl"], "x509_pem_cert": [pem]}
     assert principal_from_auth_context(ctx, mapper) == KafkaPrincipal("User", "broker-3")
     assert str(principal_from_auth_context(ctx, SslPrincipalMapper("RULE:^CN=(.*)$/$1/U"))) == "User:BROKER-3"
+
+
+def test_the_name_cache_stays_bounded_and_correct() -> None:
+    mapper = SslPrincipalMapper("RULE:^CN=(.*)$/$1/U")
+    for i in range(5000):  # more distinct DNs than the cache keeps
+        assert mapper.name(f"CN=user-{i}") == f"USER-{i}"
+        assert mapper.name("CN=admin") == "ADMIN"
+    assert len(mapper._names) <= 4096
