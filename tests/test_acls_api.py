@@ -1,14 +1,18 @@
-"""The ACL API over gRPC against a real node in this process (metrics_helpers.live_node): the AdminClient's
-create_acls / describe_acls / delete_acls through the Controller service, and ``pykraft acls`` (run in-process
-through ``pykraft.cli.main``) printing what kafka-acls.sh prints."""
+"""The ACL API over gRPC against a real node in this process (a single voter: Raft over gRPC, the QuorumController,
+the Controller service; no metrics, whose registry would install the process-wide gc hook of pykraft/gc_pauses.py
+for the rest of the test run): the AdminClient's create_acls / describe_acls / delete_acls through the service, and
+``pykraft acls`` (run in-process through ``pykraft.cli.main``) printing what kafka-acls.sh prints."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import pytest
-from metrics_helpers import live_node
 from structlog.testing import capture_logs
 
 from controller.authorizer import (
@@ -20,12 +24,21 @@ from controller.authorizer import (
     ResourceType,
     StandardAcl,
 )
+from controller.quorum_controller import ControllerSettings, QuorumController
 from pykraft.api import controller_pb2 as pb
 from pykraft.cli import main
-from pykraft.client import AdminError
+from pykraft.client import AdminClient, AdminError
+from pykraft.service import ControllerService
+from pykraft.testing import free_ports
 from quorum.errors import Errors
+from quorum.fault import LoggingFaultHandler
+from quorum.log.log import MetadataLog
+from quorum.log.quorum_state import QuorumStateStore
+from quorum.raft.config import RaftConfig, VoterAddress
+from quorum.raft.runtime import RaftNode
 
 Op, Perm, Res, Pat = AclOperation, AclPermissionType, ResourceType, PatternType
+FAST = RaftConfig(election_timeout_ms=50, fetch_timeout_ms=200, request_timeout_ms=200)
 
 
 def acl(
@@ -34,6 +47,46 @@ def acl(
     return StandardAcl(
         kw.get("rtype", Res.TOPIC), name, kw.get("pattern", Pat.LITERAL), principal, kw.get("host", "*"), op, perm
     )
+
+
+@dataclass
+class LiveNode:
+    controller: QuorumController
+    admin: AdminClient
+    bootstrap: str
+
+
+@asynccontextmanager
+async def live_node(tmp_path: Path) -> AsyncIterator[LiveNode]:
+    """Node 1, leading alone once its election timeout passed; stopped (server included) on the way out."""
+    [port] = free_ports(1)
+    voters = {1: VoterAddress(1, "127.0.0.1", port)}
+    metadata_log = MetadataLog.open(tmp_path / "controller")
+    faults = LoggingFaultHandler()
+    node = RaftNode(
+        node_id=1,
+        voters=voters,
+        cluster_id="acls",
+        log=metadata_log,
+        store=QuorumStateStore(metadata_log.dir),
+        config=FAST,
+        faults=faults,
+    )
+    controller = QuorumController(1, node, ControllerSettings(max_idle_interval_ms=0), faults)
+    server = grpc.aio.server()
+    node.transport.add_to_server(server)
+    ControllerService(controller, "acls", voters).add_to_server(server)
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    controller.start()
+    node.start()
+    try:
+        async with AdminClient(f"127.0.0.1:{port}", request_timeout_ms=5000, default_api_timeout_ms=15_000) as admin:
+            yield LiveNode(controller, admin, f"127.0.0.1:{port}")
+    finally:
+        await controller.close()
+        await node.shutdown(graceful=False)
+        await server.stop(0)
 
 
 async def test_admin_client_round_trip(tmp_path: Path) -> None:
@@ -69,7 +122,7 @@ def _kafka_block(header: str, entries: list[str]) -> str:
 
 async def test_acls_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     async with live_node(tmp_path) as live:
-        bootstrap = f"127.0.0.1:{live.voters[1].port}"
+        bootstrap = live.bootstrap
 
         def run(*args: str) -> tuple[int, str, str]:
             capsys.readouterr()
