@@ -397,6 +397,13 @@ class StandardAuthorizer:
             if bucket is not None:
                 yield bucket
 
+    def authorize_all(
+        self, principal: str, host: str, actions: Iterable[tuple[int, int, str]]
+    ) -> list[AuthorizationResult]:
+        """Kafka's Authorizer.authorize(context, actions): one result per (operation, resource type, name), in
+        order — e.g. CREATE on each topic of a CreateTopics request."""
+        return [self.authorize(principal, host, op, rtype, name) for op, rtype, name in actions]
+
     def authorize(
         self, principal: str, host: str, operation: int, resource_type: int, resource_name: str
     ) -> AuthorizationResult:

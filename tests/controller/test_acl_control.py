@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from ctl_helpers import MemorySnapshotReader, SharedLog, active_cluster, settle, start_controller
+from ctl_helpers import MemorySnapshotReader, SharedLog, active_cluster, quiet_settings, settle, start_controller
 from test_snapshot_image import loaded, replayed, snapshot_of
 
 from controller.acl_control import acl_record
@@ -253,3 +253,19 @@ async def test_snapshot_carries_the_acls_after_the_configs(log: SharedLog) -> No
     behind.handle_load_snapshot(MemorySnapshotReader(snapshot))
     assert sorted(behind.authorizer) == sorted(ctl.authorizer)
     assert behind.authorizer.authorize("User:mallory", "h", Op.READ, Res.TOPIC, "t") == DENIED
+
+
+async def test_a_brokers_image_holds_and_serves_the_same_acls(log: SharedLog) -> None:
+    """A broker's image (serve_local_reads: never active) replays the ACL records like a standby, answers
+    DescribeAcls from them and decides as the controller does."""
+    image, _ = await start_controller(log, 101, quiet_settings(serve_local_reads=True))
+    ctl, _, _ = await active_cluster(log, [])
+    await ctl.create_acls([acl(), acl(name="*", principal="User:*", op=Op.DESCRIBE)])
+    await settle()
+    assert not image.active
+    described = await image.describe_acls(AclBindingFilter(Res.TOPIC, "orders", Pat.MATCH))
+    assert described.acls == (acl(name="*", principal="User:*", op=Op.DESCRIBE), acl())
+    assert image.authorizer.authorize("User:bob", "h", Op.DESCRIBE, Res.TOPIC, "x") == ALLOWED
+    assert image.authorizer.authorize("User:bob", "h", Op.READ, Res.TOPIC, "orders") == DENIED
+    with pytest.raises(NotControllerError):
+        await image.create_acls([acl(name="pay")])

@@ -641,3 +641,10 @@ def test_kafkas_text_forms() -> None:
         "(pattern=ResourcePattern(resourceType=TOPIC, name=ord, patternType=PREFIXED), "
         "entry=(principal=User:alice, host=*, operation=READ, permissionType=ALLOW))"
     )
+
+
+def test_authorize_all_answers_each_action_in_order() -> None:
+    authorizer = StandardAuthorizer()
+    authorizer.add_acl(Uuid.from_int(1), acl(name="ord", pattern=Pat.PREFIXED, op=Op.CREATE))
+    actions = [(Op.CREATE, Res.TOPIC, "orders"), (Op.CREATE, Res.TOPIC, "payments"), (Op.CREATE, Res.CLUSTER, "c")]
+    assert authorizer.authorize_all("User:alice", "h", actions) == [ALLOWED, DENIED, DENIED]
