@@ -45,7 +45,7 @@ from pykraft.api import broker_pb2 as pb
 from pykraft.api import broker_pb2_grpc as pb_grpc
 from pykraft.client import AdminClient, AdminError, ClusterDescription, TopicDescription
 from pykraft.replica.alter_partition import AlterPartitionSender
-from pykraft.replica.image_metadata import ImageMetadata
+from pykraft.replica.image_metadata import ImageMetadata, apply_image
 from pykraft.replica.manager import ReplicaInfo, ReplicaManager
 from pykraft.replica.partition import BrokerState, FetchAnswer, PartitionMetadata, ReplicaConfig
 from pykraft.replica.throttle import (
@@ -346,12 +346,7 @@ class DataPlane:
         if not image.ready(self.broker_epoch()):
             return 0  # still catching up to its registration
         started = time.perf_counter()
-        news = await image.read()
-        changed = 0
-        if news.full:
-            changed = self.manager.apply_metadata(news.partitions, image.brokers)
-        elif news.metadata:
-            changed = self.manager.apply_delta(news.partitions, news.removed, news.brokers)
+        news, changed = await apply_image(image, self.manager)
         if news.metadata:
             self.metadata_polls += 1
             self._sync_fetchers()

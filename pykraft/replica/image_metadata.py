@@ -4,9 +4,11 @@ QuorumController its Raft observer feeds, see :mod:`broker.observer`): committed
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, NamedTuple
 
 from controller.quorum_controller import QuorumController
+from pykraft.replica.manager import ReplicaManager
 from pykraft.replica.partition import BrokerState, PartitionMetadata
 from quorum.log.message import Uuid
 
@@ -14,9 +16,9 @@ from quorum.log.message import Uuid
 class ImageChanges(NamedTuple):
     """What :meth:`ImageMetadata.read` found changed since the last read."""
 
-    full: bool  # everything was read again: ``partitions`` holds every partition with a replica here
-    partitions: list[PartitionMetadata]  # this broker's partitions that came or changed (or all of them)
-    removed: list[tuple[Uuid, int]]  # partitions gone, or without a replica here now
+    full: bool  # everything must be read again: :meth:`ImageMetadata.read_all`, then :meth:`ImageMetadata.gone`
+    partitions: list[PartitionMetadata]  # this broker's partitions that came or changed (none when full)
+    removed: list[tuple[Uuid, int]]  # partitions gone, or without a replica here now (none when full)
     brokers: dict[int, BrokerState] | None  # every broker, if they changed
     configs: bool  # the dynamic configs changed
 
@@ -28,11 +30,14 @@ class ImageChanges(NamedTuple):
 class ImageMetadata:
     """This broker's partitions and every broker, read in place from a metadata image (committed state only).
 
-    The first :meth:`read`, and the first after a snapshot load replaced or reloaded the maps, walks every
-    partition (in slices, yielding to the loop between them, so a million partitions never hold up Raft or the
-    heartbeats for long). Every other read takes only the partitions whose committed value changed since, as the
-    image's map noted them (:meth:`~controller.timeline.TimelineDict.take_committed_changes`): Kafka's
-    MetadataDelta, so that a broker's cost follows what changes, not what exists."""
+    The first :meth:`read`, and the first after a snapshot load replaced or reloaded the maps, says ``full``: the
+    caller walks every partition with :meth:`read_all`, in slices it applies as they come (yielding to the loop
+    between them, so a million partitions never hold up Raft for long, and never all exist twice: as image entries
+    and as PartitionMetadata), then drops what :meth:`gone` names. Every other read takes only the partitions whose
+    committed value changed since, as the image's map noted them
+    (:meth:`~controller.timeline.TimelineDict.take_committed_changes`): Kafka's MetadataDelta, so that a broker's
+    cost follows what changes, not what exists. A value that changes while a full walk is under way is read
+    again by the next delta."""
 
     SLICE = 50_000  # partitions walked between two yields to the loop
 
@@ -59,7 +64,7 @@ class ImageMetadata:
         if not _same(seen, self._maps_seen):
             self._maps_seen = seen
             r.partitions.take_committed_changes()  # from now on, note what changes while everything is read
-            full, partitions, removed = True, await self._read_all(), []
+            full, partitions, removed = True, [], []
         else:
             full = False
             partitions, removed = await self._read_changes(r.partitions.take_committed_changes())
@@ -93,19 +98,29 @@ class ImageMetadata:
             key,
         )
 
-    async def _read_all(self) -> list[PartitionMetadata]:
+    async def read_all(self) -> AsyncIterator[list[PartitionMetadata]]:
+        """Every partition with a replica here, a slice at a time, yielding to the loop between slices. Each value
+        is the committed one when its slice is read: what commits meanwhile was noted for the next delta."""
         r = self.image.replication
-        topics = dict(r.topics.committed())
-        items = list(r.partitions.committed().items())  # the view of this instant, whatever commits next
+        keys = list(r.partitions.committed())  # the keys of this instant: 8 bytes each, not an item tuple
         me = self.broker_id
-        out = []
-        for start in range(0, len(items), self.SLICE):
+        for start in range(0, len(keys), self.SLICE):
             if start:
                 await asyncio.sleep(0)
-            for key, p in items[start : start + self.SLICE]:
-                if me in p.replicas and (t := topics.get(key[0])) is not None:
+            partitions, topics = r.partitions.committed(), r.topics.committed()
+            out = []
+            for key in keys[start : start + self.SLICE]:
+                p = partitions.get(key)
+                if p is not None and me in p.replicas and (t := topics.get(key[0])) is not None:
                     out.append(self._metadata(key, p, t.name))
-        return out
+            yield out
+
+    def gone(self, held: Iterable[tuple[Uuid, int]]) -> list[tuple[Uuid, int]]:
+        """Of the partitions ``held``, those the image no longer gives this broker: after :meth:`read_all`."""
+        r = self.image.replication
+        partitions, topics = r.partitions.committed(), r.topics.committed()
+        me = self.broker_id
+        return [k for k in held if (p := partitions.get(k)) is None or me not in p.replicas or k[0] not in topics]
 
     async def _read_changes(
         self, keys: set[tuple[Uuid, int]]
@@ -131,6 +146,22 @@ class ImageMetadata:
             endpoint = next(((e.host, e.port) for e in b.endpoints if e.name == self.listener_name), None)
             out[b.id] = BrokerState(b.epoch, b.fenced, b.in_controlled_shutdown, endpoint)
         return out
+
+
+async def apply_image(image: ImageMetadata, manager: ReplicaManager) -> tuple[ImageChanges, int]:
+    """Read what changed in the image and apply it to ``manager``: everything, a slice at a time, when the read says
+    ``full``; else the delta. Returns the read and how many partitions changed state."""
+    news = await image.read()
+    if not news.full:
+        changed = manager.apply_delta(news.partitions, news.removed, news.brokers) if news.metadata else 0
+        return news, changed
+    brokers: dict[int, BrokerState] | None = image.brokers
+    changed = 0
+    async for partitions in image.read_all():
+        changed += manager.apply_delta(partitions, [], brokers)
+        brokers = None
+    changed += manager.apply_delta([], image.gone(list(manager.partitions)), brokers)
+    return news, changed
 
 
 def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
