@@ -43,6 +43,8 @@ from controller.results import NO_ERROR, ApiError
 from pykraft.acl_client import AclAdmin
 from pykraft.api import controller_pb2 as pb
 from pykraft.api import controller_pb2_grpc as pb_grpc
+from pykraft.security.channels import ClientTls, aio_channel, blocking_channel, unavailable_cause
+from pykraft.security.tls import TlsSettings
 from quorum.errors import Errors, KafkaError
 from quorum.log.message import Uuid
 
@@ -204,14 +206,20 @@ class AdminClient(AclAdmin):  # the ACL methods: pykraft/acl_client.py
         retry_backoff_max_ms: int = 1000,
         connect_timeout_ms: int | None = None,
         blocking_transport: bool = False,
+        tls: TlsSettings | grpc.ChannelCredentials | ClientTls | None = None,
+        server_name: str | None = None,
     ) -> None:
         """``connect_timeout_ms``: give up a call after this long when no server has answered this client yet
         ("no controller reachable at …"), instead of retrying dead endpoints until the call's deadline; None: the
         call's deadline alone (a long-running agent that waits for its controllers to start).
         ``blocking_transport``: calls go over blocking gRPC channels, each in the loop's default executor — for a
         second event loop in a process (grpc.aio serves one: completions of a second loop's calls are read by
-        whichever loop polls first, and lost to the other)."""
+        whichever loop polls first, and lost to the other).
+        ``tls``: TLS settings (``security.protocol=SSL``, the ``ssl.*`` files: read and checked here, a bad one
+        raises TlsConfigError) or channel credentials; every channel, blocking or not, is then a TLS channel.
+        ``server_name``: the name servers' certificates must carry (default: the host dialled)."""
         self.servers = parse_bootstrap_servers(bootstrap_servers)
+        self.tls = ClientTls.of(tls, server_name)
         self.connect_timeout_ms = connect_timeout_ms
         self._answered = False  # has any server answered (anything, even NOT_CONTROLLER)?
         self.request_timeout_ms = request_timeout_ms
@@ -241,7 +249,7 @@ class AdminClient(AclAdmin):  # the ACL methods: pykraft/acl_client.py
         ch = self._channels.get(target)
         if ch is None:
             ch = self._channels[target] = (
-                grpc.insecure_channel(target) if self.blocking_transport else grpc.aio.insecure_channel(target)
+                blocking_channel(target, self.tls) if self.blocking_transport else aio_channel(target, self.tls)
             )
         if isinstance(ch, grpc.aio.Channel):
             return pb_grpc.ControllerStub(ch)
@@ -284,8 +292,9 @@ class AdminClient(AclAdmin):  # the ACL methods: pykraft/acl_client.py
                     raise AdminError(f"{method} to {target}: {e.code().name} {e.details()}") from None
                 last_error = f"{target}: {e.code().name}"
                 if e.code() == grpc.StatusCode.UNAVAILABLE and e.details():
-                    # gRPC's detail ends in the cause ("...: connect: Connection refused (111)"): keep that part.
-                    last_error += f" ({e.details().splitlines()[0].rsplit(': ', 1)[-1][:100]})"
+                    # gRPC's detail ends in the cause ("...: connect: Connection refused (111)"): keep that part,
+                    # or say what a failed TLS handshake means.
+                    last_error += f" ({unavailable_cause(e.details(), self.tls is not None)})"
                 self._controller = None
             else:
                 self._answered = True
