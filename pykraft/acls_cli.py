@@ -249,7 +249,10 @@ async def remove_acls(admin: AdminClient, args: argparse.Namespace) -> None:
 async def _run(args: argparse.Namespace) -> int:
     check_args(args)
     admin = AdminClient(
-        args.bootstrap_server, default_api_timeout_ms=args.timeout_ms, connect_timeout_ms=args.connect_timeout_ms
+        args.bootstrap_server,
+        default_api_timeout_ms=args.timeout_ms,
+        connect_timeout_ms=args.connect_timeout_ms,
+        tls=args.tls,
     )
     async with admin:
         if args.add:

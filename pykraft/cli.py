@@ -6,7 +6,14 @@ import argparse
 import os
 import sys
 
-from pykraft.cli_common import SERVERS, OneLineErrorParser, add_bootstrap_arguments, positive_int, server_list
+from pykraft.cli_common import (
+    SERVERS,
+    OneLineErrorParser,
+    add_bootstrap_arguments,
+    add_command_config_argument,
+    positive_int,
+    server_list,
+)
 from pykraft.logs import add_logging_arguments
 
 
@@ -59,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--bootstrap-server", type=server_list, required=True, metavar=SERVERS, help="controllers or brokers"
     )
     screate.add_argument("--timeout-ms", type=positive_int, default=120_000, help="how long each node may take")
+    add_command_config_argument(screate)
 
     topics = commands.add_parser(
         "topics", help="create, alter, delete, describe and list topics (like kafka-topics.sh)"
@@ -158,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "snapshot":
             from pykraft.snapshot_cli import run as run_snapshot
 
-            return run_snapshot(args.bootstrap_server, args.timeout_ms)
+            return run_snapshot(args.bootstrap_server, args.timeout_ms, args.tls)
         if args.command == "topics":
             return topics_cli.run(args)
         if args.command == "leader-election":

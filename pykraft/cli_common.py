@@ -92,11 +92,37 @@ positive_int = at_least(1)
 non_negative_int = at_least(0)
 
 
+def command_config(raw: str) -> Any:
+    """The ``--command-config`` value: a Kafka properties file read into TLS settings (None: PLAINTEXT), its
+    certificate files checked now; argparse names the flag in the error (one line, exit code 2)."""
+    from pykraft.security.command_config import CommandConfigError, tls_settings_from_command_config
+
+    try:
+        return tls_settings_from_command_config(raw)
+    except CommandConfigError as e:
+        message = str(e).removeprefix("--command-config: ").removeprefix("--command-config ")
+        raise argparse.ArgumentTypeError(message) from None
+
+
+def add_command_config_argument(p: argparse.ArgumentParser) -> None:
+    """``--command-config FILE`` (Kafka's admin tools' flag): the client's ``security.protocol`` and ``ssl.*``
+    settings; ``args.tls`` is then the TLS settings for :class:`~pykraft.client.AdminClient` (None: plaintext)."""
+    p.add_argument(
+        "--command-config",
+        dest="tls",
+        type=command_config,
+        default=None,
+        metavar="FILE",
+        help="client properties (security.protocol=SSL, ssl.certificate.location, ssl.key.location, "
+        "ssl.ca.location) for a TLS cluster, e.g. the admin.properties `cluster up --tls` writes",
+    )
+
+
 def add_bootstrap_arguments(
     p: argparse.ArgumentParser, *, required: bool = True, help: str = "controller nodes"
 ) -> None:
-    """``--bootstrap-server`` (validated the same way everywhere) and ``--connect-timeout-ms``: how long a command
-    waits for any of the servers to answer before it says none is reachable."""
+    """``--bootstrap-server`` (validated the same way everywhere), ``--connect-timeout-ms`` (how long a command
+    waits for any of the servers to answer before it says none is reachable) and ``--command-config``."""
     p.add_argument("--bootstrap-server", type=server_list, required=required, metavar=SERVERS, help=help)
     p.add_argument(
         "--connect-timeout-ms",
@@ -105,6 +131,7 @@ def add_bootstrap_arguments(
         metavar="MS",
         help="give up when none of the servers answers within this time",
     )
+    add_command_config_argument(p)
 
 
 def usage_failed(prog: str, error: UsageError) -> int:

@@ -226,7 +226,10 @@ async def _run(args: argparse.Namespace) -> int:
     if args.alter:
         parse_configs_to_add(args.add_config)  # a usage error before any request
     admin = AdminClient(
-        args.bootstrap_server, default_api_timeout_ms=args.timeout_ms, connect_timeout_ms=args.connect_timeout_ms
+        args.bootstrap_server,
+        default_api_timeout_ms=args.timeout_ms,
+        connect_timeout_ms=args.connect_timeout_ms,
+        tls=args.tls,
     )
     async with admin:
         return await (_alter if args.alter else _describe)(admin, args)

@@ -140,7 +140,10 @@ async def _run(args: argparse.Namespace) -> int:
     elif args.topic is not None:
         partitions = [(args.topic, args.partition)]
     admin = AdminClient(
-        args.bootstrap_server, default_api_timeout_ms=args.timeout_ms, connect_timeout_ms=args.connect_timeout_ms
+        args.bootstrap_server,
+        default_api_timeout_ms=args.timeout_ms,
+        connect_timeout_ms=args.connect_timeout_ms,
+        tls=args.tls,
     )
     async with admin:
         try:

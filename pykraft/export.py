@@ -27,8 +27,16 @@ from typing import Any
 
 import grpc
 
-from pykraft.cli_common import DEFAULT_CONNECT_TIMEOUT_MS, SERVERS, positive_int, server_list
+from pykraft.cli_common import (
+    DEFAULT_CONNECT_TIMEOUT_MS,
+    SERVERS,
+    add_command_config_argument,
+    positive_int,
+    server_list,
+)
 from pykraft.manifest import MANIFEST
+from pykraft.security.channels import ClientTls, aio_channel
+from pykraft.security.tls import TlsSettings
 from quorum.log.batch import LOG_OVERHEAD
 from quorum.log.epoch_cache import CHECKPOINT_NAME
 from quorum.log.log import METADATA_PARTITION_DIR
@@ -66,6 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="MS",
         help="with --bootstrap-server: give up when none of the servers answers within this time",
     )
+    add_command_config_argument(p)
 
 
 class _SegmentWriter:
@@ -136,14 +145,16 @@ def _progress(copied: int, offset: int, target: int | None, started: float, last
         print(f"  copied {mb:,.1f} MB, up to offset {offset:,}{of} ({mb / (now - started):,.1f} MB/s)", file=sys.stderr)
 
 
-async def export_online(bootstrap: str, out: Path, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> dict[str, Any]:
+async def export_online(
+    bootstrap: str, out: Path, segment_bytes: int = DEFAULT_SEGMENT_BYTES, tls: ClientTls | None = None
+) -> dict[str, Any]:
     log_dir = out / METADATA_PARTITION_DIR
     log_dir.mkdir(parents=True, exist_ok=True)
     writer = _SegmentWriter(log_dir, segment_bytes)
     meta: dict[str, Any] = {}
     started = time.monotonic()
     last = [started]
-    async with grpc.aio.insecure_channel(bootstrap, options=[("grpc.max_receive_message_length", 64 << 20)]) as ch:
+    async with aio_channel(bootstrap, tls, [("grpc.max_receive_message_length", 64 << 20)]) as ch:
         async for chunk in pb_grpc.QuorumAdminStub(ch).ExportLog(pb.ExportLogRequest()):
             if not meta:
                 meta = {
@@ -248,18 +259,19 @@ def prepare_out(out: Path, force: bool, source: Path | None = None) -> None:
 
 
 async def export_first_answering(
-    servers: list[str], out: Path, segment_bytes: int, connect_timeout_s: float
+    servers: list[str], out: Path, segment_bytes: int, connect_timeout_s: float, tls: TlsSettings | None = None
 ) -> dict[str, Any]:
     """Export from the first server that answers (a dead one is skipped before anything is written)."""
+    client_tls = ClientTls.of(tls)
     errors = []
     for server in servers:
         try:
-            async with grpc.aio.insecure_channel(server) as ch:
+            async with aio_channel(server, client_tls) as ch:
                 await asyncio.wait_for(ch.channel_ready(), connect_timeout_s / len(servers))
         except (TimeoutError, grpc.aio.AioRpcError) as e:
             errors.append(f"{server}: {type(e).__name__ if isinstance(e, TimeoutError) else e.code().name}")
             continue
-        return await export_online(server, out, segment_bytes)
+        return await export_online(server, out, segment_bytes, client_tls)
     raise ExportError(f"no node reachable at {','.join(servers)} ({'; '.join(errors)})")
 
 
@@ -269,7 +281,9 @@ def run(args: argparse.Namespace) -> int:
         prepare_out(out, args.force, None if args.bootstrap_server else Path(args.data_dir))
         if args.bootstrap_server:
             manifest = asyncio.run(
-                export_first_answering(args.bootstrap_server, out, args.segment_bytes, args.connect_timeout_ms / 1000)
+                export_first_answering(
+                    args.bootstrap_server, out, args.segment_bytes, args.connect_timeout_ms / 1000, args.tls
+                )
             )
         else:
             manifest = export_offline(Path(args.data_dir), out, args.segment_bytes)

@@ -11,6 +11,8 @@ import time
 
 import grpc
 
+from pykraft.security.channels import ClientTls, aio_channel, unavailable_cause
+from pykraft.security.tls import TlsSettings
 from quorum.transport.pb import quorum_pb2 as pb
 from quorum.transport.pb import quorum_pb2_grpc as pb_grpc
 
@@ -19,15 +21,18 @@ class Unreachable(Exception):
     """None of the servers answered."""
 
 
-async def _ask(target: str, timeout_s: float) -> pb.DescribeQuorumResponse:
-    async with grpc.aio.insecure_channel(target) as channel:
+async def _ask(target: str, timeout_s: float, tls: ClientTls | None = None) -> pb.DescribeQuorumResponse:
+    async with aio_channel(target, tls) as channel:
         return await pb_grpc.QuorumAdminStub(channel).DescribeQuorum(pb.DescribeQuorumRequest(), timeout=timeout_s)
 
 
-async def describe(servers: list[str] | str, timeout_s: float = 5.0) -> pb.DescribeQuorumResponse:
+async def describe(
+    servers: list[str] | str, timeout_s: float = 5.0, tls: TlsSettings | ClientTls | None = None
+) -> pb.DescribeQuorumResponse:
     """Ask the servers in turn until one answers; if it does not lead, ask the leader it names (it alone knows
     every voter's progress). Raises :class:`Unreachable` when no server answers within ``timeout_s``."""
     servers = [servers] if isinstance(servers, str) else servers
+    client_tls = ClientTls.of(tls)
     deadline = time.monotonic() + timeout_s
     errors: list[str] = []
     answered: pb.DescribeQuorumResponse | None = None
@@ -37,10 +42,13 @@ async def describe(servers: list[str] | str, timeout_s: float = 5.0) -> pb.Descr
             if remaining <= 0:
                 break
             try:
-                answered = await _ask(target, remaining)
+                answered = await _ask(target, remaining, client_tls)
                 break
             except grpc.aio.AioRpcError as e:
-                errors.append(f"{target}: {e.code().name}")
+                cause = ""
+                if e.code() == grpc.StatusCode.UNAVAILABLE:
+                    cause = f" ({unavailable_cause(e.details(), client_tls is not None)})"
+                errors.append(f"{target}: {e.code().name}{cause}")
         if answered is None:
             if time.monotonic() >= deadline:
                 raise Unreachable(
@@ -52,7 +60,7 @@ async def describe(servers: list[str] | str, timeout_s: float = 5.0) -> pb.Descr
         if resp.role == "Leader" or not resp.leader_endpoint or resp.leader_endpoint in servers[:1]:
             return resp
         try:
-            resp = await _ask(resp.leader_endpoint, max(0.5, deadline - time.monotonic()))
+            resp = await _ask(resp.leader_endpoint, max(0.5, deadline - time.monotonic()), client_tls)
         except grpc.aio.AioRpcError:
             return resp  # the leader it names is down (no quorum, or mid-election): report what we were told
     return resp
@@ -161,7 +169,7 @@ def replication_text(resp: pb.DescribeQuorumResponse, now_ms: int | None = None)
 
 def run(args: argparse.Namespace) -> int:
     try:
-        resp = asyncio.run(describe(args.bootstrap_server, args.connect_timeout_ms / 1000))
+        resp = asyncio.run(describe(args.bootstrap_server, args.connect_timeout_ms / 1000, args.tls))
     except Unreachable as e:
         print(f"pykraft quorum describe: {e}", file=sys.stderr)
         return 1

@@ -54,6 +54,7 @@ from pykraft.reassign_files import (
     wait_text,
 )
 from pykraft.replica.data_plane import describe_replicas
+from pykraft.security.channels import ClientTls
 from quorum.log.message import Uuid
 
 PROG = "pykraft reassign-partitions"
@@ -173,12 +174,15 @@ def _check_brokers(brokers: set[int], live: dict[int, Any]) -> None:
         raise UsageError(f"Unknown broker {plural(len(unknown), 'id')} {ids_text(unknown)}")
 
 
-async def _replica_sizes(endpoint: Endpoint | None, wanted: list[tuple[bytes, int]]) -> dict[Any, int] | str:
+async def _replica_sizes(
+    endpoint: Endpoint | None, wanted: list[tuple[bytes, int]], tls: ClientTls | None = None
+) -> dict[Any, int] | str:
     """A broker's replica sizes by (topic id, partition), from its DescribeReplicas; or why it did not answer."""
     if endpoint is None:
         return "no PLAINTEXT listener"
     try:
-        replicas = await describe_replicas(endpoint, REPLICAS_TIMEOUT_S, partitions=[(Uuid(t), p) for t, p in wanted])
+        partitions = [(Uuid(t), p) for t, p in wanted]
+        replicas = await describe_replicas(endpoint, REPLICAS_TIMEOUT_S, partitions=partitions, tls=tls)
     except AdminError as e:
         cause = e.__cause__
         status = cause.code().name if isinstance(cause, grpc.aio.AioRpcError) else e.code.name
@@ -187,7 +191,9 @@ async def _replica_sizes(endpoint: Endpoint | None, wanted: list[tuple[bytes, in
 
 
 async def replica_progress(
-    moving: dict[TopicPartition, tuple[bytes, int, list[int]]], endpoints: dict[int, Endpoint | None]
+    moving: dict[TopicPartition, tuple[bytes, int, list[int]]],
+    endpoints: dict[int, Endpoint | None],
+    tls: ClientTls | None = None,
 ) -> dict[TopicPartition, tuple[Progress, ...]]:
     """For moving partitions (their topic id, leader and replicas being added), how far each added replica has
     got: one DescribeReplicas per broker involved, all at once."""
@@ -195,7 +201,7 @@ async def replica_progress(
     for (_, index), (topic_id, leader, adding) in moving.items():
         for b in {leader, *adding} - {-1}:
             wanted.setdefault(b, []).append((topic_id, index))
-    answers = await asyncio.gather(*(_replica_sizes(endpoints.get(b), keys) for b, keys in wanted.items()))
+    answers = await asyncio.gather(*(_replica_sizes(endpoints.get(b), keys, tls) for b, keys in wanted.items()))
     sizes = dict(zip(wanted, answers, strict=True))
     out = {}
     for tp, (topic_id, leader, adding) in moving.items():
@@ -230,7 +236,7 @@ async def find_states(
         for m in moves
         if m.tp in ongoing and (d := described.get(m.topic)) is not None
     }
-    progress = await replica_progress(moving, endpoints) if moving else {}
+    progress = await replica_progress(moving, endpoints, admin.tls) if moving else {}
     return [
         PartitionState(m.tp, tuple(ongoing[m.tp].replicas), m.replicas, False, progress.get(m.tp, ()))
         if m.tp in ongoing
@@ -447,7 +453,9 @@ async def list_reassignments(admin: AdminClient, args: argparse.Namespace) -> in
 
 async def _run(args: argparse.Namespace) -> int:
     action = check_args(args)
-    admin = AdminClient(args.bootstrap_server or args.bootstrap_controller, connect_timeout_ms=args.connect_timeout_ms)
+    admin = AdminClient(
+        args.bootstrap_server or args.bootstrap_controller, connect_timeout_ms=args.connect_timeout_ms, tls=args.tls
+    )
     handlers = {"generate": generate, "execute": execute, "verify": verify, "cancel": cancel}
     async with admin:
         return await handlers.get(action, list_reassignments)(admin, args)

@@ -10,20 +10,23 @@ import grpc
 
 from pykraft.api import controller_pb2 as pb
 from pykraft.api import controller_pb2_grpc as pb_grpc
+from pykraft.security.channels import ClientTls, aio_channel
+from pykraft.security.tls import TlsSettings
 from quorum.errors import Errors
 
 
-async def create(target: str, timeout_ms: int) -> pb.CreateSnapshotResponse:
-    async with grpc.aio.insecure_channel(target) as channel:
+async def create(target: str, timeout_ms: int, tls: ClientTls | None = None) -> pb.CreateSnapshotResponse:
+    async with aio_channel(target, tls) as channel:
         stub = pb_grpc.ControllerStub(channel)
         return await stub.CreateSnapshot(pb.CreateSnapshotRequest(timeout_ms=timeout_ms), timeout=timeout_ms / 1000 + 5)
 
 
-def run(targets: list[str], timeout_ms: int) -> int:
+def run(targets: list[str], timeout_ms: int, tls: TlsSettings | None = None) -> int:
     failed = 0
+    client_tls = ClientTls.of(tls)
     for target in targets:
         try:
-            r = asyncio.run(create(target, timeout_ms))
+            r = asyncio.run(create(target, timeout_ms, client_tls))
         except grpc.aio.AioRpcError as e:
             print(f"{target}: cannot reach it: {e.code().name} ({e.details()})", file=sys.stderr)
             failed += 1

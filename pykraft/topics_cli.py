@@ -319,7 +319,10 @@ def _partition_line(topic: str, p: PartitionInfo) -> str:
 async def _run(args: argparse.Namespace) -> int:
     check_args(args)
     admin = AdminClient(
-        args.bootstrap_server, default_api_timeout_ms=args.timeout_ms, connect_timeout_ms=args.connect_timeout_ms
+        args.bootstrap_server,
+        default_api_timeout_ms=args.timeout_ms,
+        connect_timeout_ms=args.connect_timeout_ms,
+        tls=args.tls,
     )
     async with admin:
         action = _action(args)

@@ -57,6 +57,7 @@ from pykraft.replica.throttle import (
     TOPIC_KEYS,
     parse_rate,
 )
+from pykraft.security.channels import ClientTls, aio_channel
 from quorum.errors import Errors, KafkaError
 from quorum.fault import FaultHandler, fault_message, spawn
 from quorum.log.message import Uuid
@@ -181,6 +182,7 @@ async def describe_replicas(
     timeout_s: float = 5.0,
     *,
     partitions: Sequence[tuple[Uuid, int]] | None = None,
+    tls: ClientTls | None = None,
 ) -> list[ReplicaInfo]:
     """Ask the broker whose fetch listener is ``endpoint`` (its PLAINTEXT listener in describe_cluster) for the
     replicas it holds (all, or those of ``partitions`` it holds: ``(topic id, partition)``): sizes, offsets, state.
@@ -189,7 +191,7 @@ async def describe_replicas(
     request = pb.DescribeReplicasRequest()
     for topic_id, index in partitions or ():
         request.partitions.add(topic_id=bytes(topic_id), partition=index)
-    async with grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS) as channel:
+    async with aio_channel(target, tls, CHANNEL_OPTIONS) as channel:
         try:
             response = await pb_grpc.ReplicaFetchStub(channel).DescribeReplicas(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as e:
