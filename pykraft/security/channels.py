@@ -69,6 +69,6 @@ def unavailable_cause(details: str | None, tls: bool) -> str:
     if text.endswith("Socket closed"):
         if tls:
             # A server that requires client certificates closes the connection when ours is missing or untrusted.
-            return "Socket closed (a TLS server refuses a client certificate that is missing or from another CA)"
-        return "Socket closed (a server that requires TLS closes plaintext connections: security.protocol=SSL)"
+            return "Socket closed; a TLS server closes connections whose client certificate is missing or untrusted"
+        return "Socket closed; a TLS server closes plaintext connections: use security.protocol=SSL"
     return text.rsplit(": ", 1)[-1][:100]

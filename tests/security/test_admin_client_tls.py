@@ -116,9 +116,9 @@ async def test_ready_credentials_and_an_expected_server_name(certs: dict[str, Ce
 @pytest.mark.parametrize(
     ("who", "cause"),
     [
-        ("plaintext", "a server that requires TLS closes plaintext connections: security.protocol=SSL"),
-        ("no certificate", "refuses a client certificate that is missing or from another CA"),
-        ("another CA", "refuses a client certificate that is missing or from another CA"),
+        ("plaintext", "a TLS server closes plaintext connections: use security.protocol=SSL"),
+        ("no certificate", "a TLS server closes connections whose client certificate is missing or untrusted"),
+        ("another CA", "a TLS server closes connections whose client certificate is missing or untrusted"),
     ],
 )
 async def test_refused_clients_get_one_line_saying_why(
