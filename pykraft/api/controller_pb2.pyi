@@ -67,7 +67,7 @@ class CreateTopicsResponse(_message.Message):
         is_sensitive: bool
         def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., read_only: bool = ..., config_source: _Optional[int] = ..., is_sensitive: bool = ...) -> None: ...
     class TopicResult(_message.Message):
-        __slots__ = ("name", "topic_id", "error_code", "error_message", "num_partitions", "replication_factor", "configs")
+        __slots__ = ("name", "topic_id", "error_code", "error_message", "num_partitions", "replication_factor", "configs", "topic_config_error_code")
         NAME_FIELD_NUMBER: _ClassVar[int]
         TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
         ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +75,7 @@ class CreateTopicsResponse(_message.Message):
         NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
         REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
         CONFIGS_FIELD_NUMBER: _ClassVar[int]
+        TOPIC_CONFIG_ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
         name: str
         topic_id: str
         error_code: int
@@ -82,7 +83,8 @@ class CreateTopicsResponse(_message.Message):
         num_partitions: int
         replication_factor: int
         configs: _containers.RepeatedCompositeFieldContainer[CreateTopicsResponse.Config]
-        def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[str] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., configs: _Optional[_Iterable[_Union[CreateTopicsResponse.Config, _Mapping]]] = ...) -> None: ...
+        topic_config_error_code: int
+        def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[str] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., configs: _Optional[_Iterable[_Union[CreateTopicsResponse.Config, _Mapping]]] = ..., topic_config_error_code: _Optional[int] = ...) -> None: ...
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
