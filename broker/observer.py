@@ -13,6 +13,9 @@
   own snapshots under the same policy as a controller's (as Kafka's brokers do since 3.4) and, registered before
   the observer starts, loads the latest one at once: a restarted broker replays only the log after it.
 
+With ``tls`` (the broker's own settings, certificate ``broker-<id>``) its fetches and DescribeQuorum calls to the
+voters go over mutual TLS, each voter held to the name ``controller-<id>`` in its certificate.
+
 The broker reports :attr:`MetadataObserver.current_metadata_offset` in its heartbeats; the controller unfences it
 once that offset reaches its registration, as Kafka's does. The first catch-up (the image reaching what the leader
 had committed when the observer found it, asked by DescribeQuorum) is logged as ``metadata_caught_up``.
@@ -30,6 +33,9 @@ import grpc
 import structlog
 
 from controller.quorum_controller import ControllerSettings, QuorumController
+from pykraft.security.channels import ClientTls, aio_channel
+from pykraft.security.peer_identity import controller_name
+from pykraft.security.tls import TlsSettings, channel_credentials
 from quorum.fault import FaultHandler, LoggingFaultHandler, fault_message, spawn
 from quorum.log.log import LogConfig, MetadataLog
 from quorum.log.meta_properties import DirectoryLock, ensure_meta_properties
@@ -62,12 +68,15 @@ class MetadataObserver:
         log_config: LogConfig | None = None,
         controller_settings: ControllerSettings | None = None,
         faults: FaultHandler | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
         if broker_id in voters:
             raise ValueError(
                 f"broker id {broker_id} is a controller's node id in the voter set "
                 f"({','.join(map(str, voters.values()))}): a broker needs an id of its own"
             )
+        # Read before the directory is locked: a bad file (TlsConfigError) leaves nothing to release.
+        self._credentials = channel_credentials(tls) if tls is not None else None
         self.broker_id = broker_id
         self.voters = voters
         self.cluster_id = cluster_id
@@ -90,6 +99,9 @@ class MetadataObserver:
             config=raft_config or RaftConfig(),
             faults=self.faults,
         )
+        if self._credentials is not None:
+            # An observer only dials out: no inbound peer streams to authenticate.
+            self.node.transport.secure(self._credentials, None, controller_name)
         settings = dataclasses.replace(controller_settings or ControllerSettings(), serve_local_reads=True)
         self.image = QuorumController(broker_id, self.node, settings, self.faults)
         self.catch_up_seconds: float | None = None  # from start() to the first catch-up
@@ -186,7 +198,8 @@ class MetadataObserver:
             return None
         host = f"[{address.host}]" if ":" in address.host else address.host  # gRPC's form of an IPv6 address
         try:
-            async with grpc.aio.insecure_channel(f"{host}:{address.port}") as channel:
+            tls = ClientTls(self._credentials, controller_name(self.leader_id)) if self._credentials else None
+            async with aio_channel(f"{host}:{address.port}", tls) as channel:
                 stub = quorum_pb2_grpc.QuorumAdminStub(channel)
                 response = await stub.DescribeQuorum(quorum_pb2.DescribeQuorumRequest(), timeout=DESCRIBE_TIMEOUT_S)
         except grpc.aio.AioRpcError:

@@ -19,7 +19,13 @@ it only once it has caught up with its registration), the data plane reads topic
 the image instead of polling the controller, and the listener also serves the Controller service over the image —
 reads answered locally, writes refused with NOT_CONTROLLER naming the leader. Without the voters the agent polls the
 controller as before (``describe_cluster``/``describe_topics`` every heartbeat interval) and reports the offset the
-controller tells it: enough for a few brokers, not for millions of partitions."""
+controller tells it: enough for a few brokers, not for millions of partitions.
+
+``security.protocol=SSL`` with the ``ssl.*`` settings (:mod:`pykraft.security.tls`; ``--override`` or ``--config``, as
+``pykraft node`` takes them; off by default) puts everything the agent dials or serves on mutual TLS with its own
+certificate (``broker-<id>`` from the cluster CA): registration and heartbeats, the observer's fetches and
+DescribeQuorum calls to the voters, its listener (fetches, DescribeReplicas, the Controller service over the image)
+and its fetchers to other brokers. SIGHUP rereads the certificate files for the listener's new connections."""
 
 from __future__ import annotations
 
@@ -45,6 +51,7 @@ from pykraft.loop_thread import LoopThread
 from pykraft.node import CONTROLLER_CONFIGS, controller_settings, int_property
 from pykraft.replica.data_plane import DataPlane
 from pykraft.replica.partition import ReplicaConfig
+from pykraft.security.tls import TLS_SETTINGS, TlsSettings
 from pykraft.service import ControllerService
 from quorum.errors import Errors
 from quorum.fault import FaultHandler, LoggingFaultHandler, ProcessTerminatingFaultHandler, spawn
@@ -119,12 +126,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--cluster-id", help="the cluster's id (default: the metadata dir's meta.properties, else the controllers')"
     )
     p.add_argument(
+        "--config", metavar="FILE", help="Kafka-style properties file: the settings --override takes, one a line"
+    )
+    p.add_argument(
         "--override",
         action="append",
         default=[],
         metavar="NAME=VALUE",
         help="a metadata log, snapshot, controller.quorum.* or broker config, e.g. "
-        "metadata.log.max.record.bytes.between.snapshots=1048576 (repeatable; with the observer)",
+        "metadata.log.max.record.bytes.between.snapshots=1048576 (repeatable; with the observer), or a TLS "
+        "setting: security.protocol=SSL, ssl.certificate.location, ssl.key.location, ssl.ca.location, "
+        "ssl.client.auth, ssl.principal.mapping.rules",
     )
     p.add_argument("--data-dir-tag", help=argparse.SUPPRESS)  # lets `pykraft cluster down` recognise its processes
 
@@ -144,11 +156,41 @@ class ObserverSettings:
     controller: ControllerSettings
 
 
+def broker_properties(args: argparse.Namespace) -> dict[str, str]:
+    """``--config`` then ``--override`` (the last wins), names checked. Raises ValueError for a usage error."""
+    props: dict[str, str] = {}
+    config = getattr(args, "config", None)
+    if config:
+        try:
+            props = read_properties(Path(config))
+        except OSError as e:
+            raise ValueError(f"--config {config}: {e.strerror}") from None
+    for item in args.override:
+        name, eq, value = item.partition("=")
+        if not eq:
+            raise ValueError(f"--override {item!r}: expected NAME=VALUE")
+        props[name.strip()] = value.strip()
+    for name in props:
+        known = name in RaftConfig.KAFKA_NAMES or name in LOG_CONFIGS or name in CONTROLLER_CONFIGS
+        if not known and name not in BROKER_CONFIGS and name not in TLS_SETTINGS:
+            raise ValueError(f"{name}: not a config the broker agent knows")
+    return props
+
+
+def tls_settings(args: argparse.Namespace) -> TlsSettings | None:
+    """The agent's TLS settings (None: PLAINTEXT), its files checked now. Raises ValueError (TlsConfigError)."""
+    tls = TlsSettings.from_properties(broker_properties(args))
+    if tls is not None:
+        tls.load(server=True)  # it serves a listener: certificate and key needed, as for a node
+    return tls
+
+
 def observer_settings(args: argparse.Namespace) -> ObserverSettings | None:
     """The observer's settings from the command line; None without ``--controller-quorum-voters`` (the agent then
     polls the controller). Raises ValueError for a usage error (one line)."""
+    props = {k: v for k, v in broker_properties(args).items() if k not in TLS_SETTINGS}
     if not args.controller_quorum_voters:
-        if args.metadata_dir or args.override or args.cluster_id:
+        if args.metadata_dir or props or args.cluster_id:
             raise ValueError("--metadata-dir, --cluster-id and --override need --controller-quorum-voters")
         return None
     if not args.metadata_dir:
@@ -159,16 +201,6 @@ def observer_settings(args: argparse.Namespace) -> ObserverSettings | None:
             f"--broker-id {args.broker_id} is a controller's node id in --controller-quorum-voters: "
             "a broker needs an id of its own"
         )
-    props: dict[str, str] = {}
-    for item in args.override:
-        name, eq, value = item.partition("=")
-        name = name.strip()
-        if not eq:
-            raise ValueError(f"--override {item!r}: expected NAME=VALUE")
-        known = name in RaftConfig.KAFKA_NAMES or name in LOG_CONFIGS or name in CONTROLLER_CONFIGS
-        if not known and name not in BROKER_CONFIGS:
-            raise ValueError(f"--override {name}: not a config the broker agent knows")
-        props[name] = value.strip()
     log_config = LogConfig(
         segment_bytes=int_property(props, "metadata.log.segment.bytes", LogConfig.segment_bytes),
         retention_bytes=int_property(props, "metadata.max.retention.bytes", LogConfig.retention_bytes),
@@ -216,16 +248,17 @@ class BrokerAgent:
         faults: FaultHandler | None = None,
         admin: AdminClient | None = None,
         observer: MetadataObserver | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.rack = rack
         self.listener = listener
         self.interval = heartbeat_interval_ms / 1000
-        self.admin = admin or AdminClient(bootstrap, request_timeout_ms=5000, default_api_timeout_ms=15_000)
+        self.admin = admin or AdminClient(bootstrap, request_timeout_ms=5000, default_api_timeout_ms=15_000, tls=tls)
         # Registration and heartbeats run on their own loop, thread and client (see pykraft/loop_thread.py): a main
         # loop busy for seconds (a large snapshot loading into the image) must not get a live broker fenced.
         self._lifecycle = LoopThread(f"broker-{broker_id}-lifecycle")
-        self._lifecycle_admin = self._lifecycle.call(_admin_client(bootstrap), timeout=10)
+        self._lifecycle_admin = self._lifecycle.call(_admin_client(bootstrap, tls), timeout=10)
         self.incarnation = str(Uuid.random())
         self.epoch = -1
         self.metadata_offset = -1  # without an observer: the offset the controller last told us
@@ -241,6 +274,7 @@ class BrokerAgent:
             metadata_interval_ms=heartbeat_interval_ms,
             paused=pause_replication,
             image=observer.image if observer is not None else None,
+            tls=tls,
         )
 
     @property
@@ -342,9 +376,11 @@ def _heartbeats_failed(e: BaseException) -> None:
     log.error("broker_heartbeats_failed", error=f"{type(e).__name__}: {e}")
 
 
-async def _admin_client(bootstrap: str) -> AdminClient:
+async def _admin_client(bootstrap: str, tls: TlsSettings | None = None) -> AdminClient:
     # Blocking channels: grpc.aio serves the main loop only (see AdminClient's blocking_transport).
-    return AdminClient(bootstrap, request_timeout_ms=5000, default_api_timeout_ms=15_000, blocking_transport=True)
+    return AdminClient(
+        bootstrap, request_timeout_ms=5000, default_api_timeout_ms=15_000, blocking_transport=True, tls=tls
+    )
 
 
 def replica_config(args: argparse.Namespace) -> ReplicaConfig:
@@ -359,7 +395,7 @@ def replica_config(args: argparse.Namespace) -> ReplicaConfig:
     )
 
 
-async def _main(args: argparse.Namespace, settings: ObserverSettings | None) -> int:
+async def _main(args: argparse.Namespace, settings: ObserverSettings | None, tls: TlsSettings | None = None) -> int:
     structlog.contextvars.bind_contextvars(broker_id=args.broker_id)
     host, port = "127.0.0.1", 9000 + args.broker_id
     if args.listener:
@@ -374,7 +410,8 @@ async def _main(args: argparse.Namespace, settings: ObserverSettings | None) -> 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     faults = ProcessTerminatingFaultHandler()
-    async with AdminClient(args.bootstrap_server, request_timeout_ms=5000, default_api_timeout_ms=15_000) as admin:
+    admin_client = AdminClient(args.bootstrap_server, request_timeout_ms=5000, default_api_timeout_ms=15_000, tls=tls)
+    async with admin_client as admin:
         observer = None
         if settings is not None:
             # Imported here: every other command of the CLI parses its arguments through this module.
@@ -401,6 +438,7 @@ async def _main(args: argparse.Namespace, settings: ObserverSettings | None) -> 
                     settings.log,
                     settings.controller,
                     faults,
+                    tls=tls,
                 )
             except (StorageIdentityError, LogCorruptionError, OSError) as e:
                 print(f"pykraft broker: {e}", file=sys.stderr)
@@ -416,7 +454,11 @@ async def _main(args: argparse.Namespace, settings: ObserverSettings | None) -> 
             faults=faults,
             admin=admin,
             observer=observer,
+            tls=tls,
         )
+        reloading = agent.data_plane.server_credentials
+        if reloading is not None:
+            loop.add_signal_handler(signal.SIGHUP, reloading.request_reload)
         try:
             if args.metrics_port:
                 try:
@@ -453,7 +495,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         settings = observer_settings(args)
-        return asyncio.run(_main(args, settings))
+        tls = tls_settings(args)
+        return asyncio.run(_main(args, settings, tls))
     except ValueError as e:
         print(f"pykraft broker: {e}", file=sys.stderr)
         return 2

@@ -58,6 +58,7 @@ from pykraft.replica.throttle import (
     parse_rate,
 )
 from pykraft.security.channels import ClientTls, aio_channel
+from pykraft.security.tls import ReloadingServerCredentials, TlsSettings
 from quorum.errors import Errors, KafkaError
 from quorum.fault import FaultHandler, fault_message, spawn
 from quorum.log.message import Uuid
@@ -230,8 +231,12 @@ class DataPlane:
         metadata_interval_ms: int = 2000,
         paused: bool = False,
         image: QuorumController | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
         self.broker_id = broker_id
+        # TLS (the broker's own certificate): the listener asks every client for one from the CA, fetchers show it.
+        self.server_credentials = ReloadingServerCredentials(tls) if tls is not None else None
+        self.client_tls = ClientTls.of(tls)
         self.image = ImageMetadata(image, broker_id) if image is not None else None
         self.listener = listener
         self.admin = admin
@@ -268,7 +273,10 @@ class DataPlane:
             add(server)
         bind = grpc_target(*self.listener)
         try:
-            bound = server.add_insecure_port(bind)
+            if self.server_credentials is None:
+                bound = server.add_insecure_port(bind)
+            else:
+                bound = server.add_secure_port(bind, self.server_credentials.credentials())
         except RuntimeError:
             bound = 0
         if bound == 0:
@@ -276,7 +284,7 @@ class DataPlane:
             return False
         await server.start()
         self._server = server
-        log.info("data_plane_listening", listen=bind)
+        log.info("data_plane_listening", listen=bind, tls=self.server_credentials is not None)
         return True
 
     def start(self) -> None:
@@ -470,7 +478,7 @@ class DataPlane:
     def _channel(self, endpoint: tuple[str, int]) -> grpc.aio.Channel:
         ch = self._channels.get(endpoint)
         if ch is None:
-            ch = self._channels[endpoint] = grpc.aio.insecure_channel(grpc_target(*endpoint), options=CHANNEL_OPTIONS)
+            ch = self._channels[endpoint] = aio_channel(grpc_target(*endpoint), self.client_tls, CHANNEL_OPTIONS)
         return ch
 
     async def _fetch_from(self, leader_id: int) -> None:

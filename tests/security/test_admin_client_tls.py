@@ -240,3 +240,45 @@ async def test_the_cli_uses_the_command_config(
         err = capsys.readouterr().err.strip()
     assert refused == 1 and "\n" not in err and "security.protocol=SSL" in err, err
     assert servicer.callers == ["User:admin", "User:admin"]
+
+
+# -- pykraft broker's settings -----------------------------------------------------------------------------------
+
+
+def broker_args(*extra: str) -> argparse.Namespace:
+    return build_parser().parse_args(["broker", "--broker-id", "101", "--bootstrap-server", "127.0.0.1:9091", *extra])
+
+
+def test_the_broker_takes_tls_settings_as_the_node_does(tmp_path: Path, certs: dict[str, CertFiles]) -> None:
+    from pykraft.broker import observer_settings, tls_settings
+
+    files = ensure_cluster_certificates(tmp_path / "ca", ["broker-101"])["broker-101"]
+    overrides = [a for k, v in files.properties().items() for a in ("--override", f"{k}={v}")]
+    args = broker_args(*overrides)
+    assert observer_settings(args) is None, "TLS settings alone do not ask for an observer"
+    assert tls_settings(args) == TlsSettings(certificate=files.certificate, key=files.key, ca=files.ca)
+    config = write_config(tmp_path / "broker.properties", files.properties())
+    assert tls_settings(broker_args("--config", str(config))) == tls_settings(args)
+    assert tls_settings(broker_args()) is None, "PLAINTEXT by default"
+    voters = ["--controller-quorum-voters", "1@127.0.0.1:9091", "--metadata-dir", str(tmp_path / "m"), *overrides]
+    observing = observer_settings(broker_args(*voters))
+    assert observing is not None and list(observing.voters) == [1]
+
+
+@pytest.mark.parametrize(
+    ("extra", "error"),
+    [
+        (["--override", "security.protocol=SSL"], "ssl.certificate.location must be set for a TLS server"),
+        (["--override", "ssl.ca.location=/x"], "ssl.ca.location is set but security.protocol is PLAINTEXT"),
+        (["--override", "ssl.nonsense=1"], "ssl.nonsense: not a config the broker agent knows"),
+        (["--config", "/nonexistent/broker.properties"], "--config /nonexistent/broker.properties"),
+    ],
+)
+def test_bad_broker_tls_settings_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], extra: list[str], error: str
+) -> None:
+    from pykraft import broker
+
+    assert broker.run(broker_args(*extra)) == 2  # not through main(): that would set up the process's logging
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and error in err, err
