@@ -11,6 +11,12 @@ caught up with its registration). Controller ports 9091.. are used when free, ot
 scrape targets stay put. ``cluster.json`` in the data directory records what was started, so ``down`` stops
 exactly those processes (by PID, checked against their command line) — brokers first (controlled shutdown), then
 controllers (the leader resigns).
+
+``up --tls`` makes (or keeps) a private CA and a certificate per controller (``controller-<id>``), broker
+(``broker-<id>``) and admin client (``admin``) under ``<data-dir>/tls`` (:mod:`pykraft.security.ca`), starts every
+process with ``security.protocol=SSL`` and its own certificate (mutual TLS everywhere), and writes
+``tls/admin.properties`` for the admin tools' ``--command-config``; its own checks, and ``describe`` of the data
+directory, use it.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ from pathlib import Path
 
 from pykraft.cli_common import add_bootstrap_arguments, at_least, non_negative_int, positive_int
 from pykraft.client import AdminClient, AdminError
+from pykraft.security.ca import CertFiles, ensure_cluster_certificates
+from pykraft.security.command_config import CommandConfigError, tls_settings_from_command_config
+from pykraft.security.tls import TlsSettings
 from pykraft.testing import free_ports
 from quorum.fault import FATAL_EVENT, FATAL_EXIT_CODE
 from quorum.log.message import Uuid
@@ -38,6 +47,8 @@ STATE_FILE = "cluster.json"
 STOPPED_FILE = "cluster.stopped.json"  # what `down` stopped: `up` restarts on its ports (the voter set names them)
 DEFAULT_PORTS = (9091, 9092, 9093)
 LOGS_DIR = "logs"  # each process's output: logs/controller-1.out, logs/broker-101.out
+TLS_DIR = "tls"  # with --tls: the CA, every process's certificate and key, admin.properties
+ADMIN_PROPERTIES = "admin.properties"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -71,6 +82,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="BYTES_PER_S",
         help="bytes per second each broker may append as a follower (default: unlimited)",
+    )
+    up.add_argument(
+        "--tls",
+        action="store_true",
+        help=f"mutual TLS everywhere: a private CA and a certificate per process under DATA/{TLS_DIR}, and "
+        f"DATA/{TLS_DIR}/{ADMIN_PROPERTIES} for the admin tools' --command-config",
     )
     down = sub.add_parser("down", help="stop the local cluster started in --data-dir")
     down.add_argument("--data-dir", default="./data", help="the directory `cluster up` was given")
@@ -211,6 +228,8 @@ def up(args: argparse.Namespace) -> int:
     if state and _running(state, data_dir):
         print(f"A cluster is already running from {data_dir}.")
         print(f"Bootstrap servers: {state['bootstrap']}")
+        if state.get("tls"):
+            print(f"TLS: clients need --command-config {state['tls']['admin_properties']}")
         return 0
     n = args.controllers
     previous = state or _state(data_dir, STOPPED_FILE)
@@ -234,6 +253,19 @@ def up(args: argparse.Namespace) -> int:
     bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
     py = [sys.executable, "-m", "pykraft"]
     logs = data_dir / LOGS_DIR
+    broker_ids = [101 + j for j in range(args.brokers)]
+    certs: dict[str, CertFiles] = {}
+    admin_properties: Path | None = None
+    if args.tls:
+        names = [f"controller-{i + 1}" for i in range(n)] + [f"broker-{b}" for b in broker_ids] + ["admin"]
+        certs = ensure_cluster_certificates(data_dir / TLS_DIR, names)
+        admin_properties = _write_admin_properties(data_dir / TLS_DIR, certs["admin"])
+
+    def tls_options(name: str) -> list[str]:  # every process is started with its own certificate
+        if not certs:
+            return []
+        return [a for k, v in certs[name].properties().items() for a in ("--override", f"{k}={v}")]
+
     controllers = []
     for i, (port, mport) in enumerate(zip(ports, metrics, strict=True)):
         node_dir = data_dir / f"controller-{i + 1}"
@@ -254,6 +286,7 @@ def up(args: argparse.Namespace) -> int:
             f"default.replication.factor={min(3, max(args.brokers, 1))}",
             "--override",
             "num.partitions=3",
+            *tls_options(f"controller-{i + 1}"),
         ]
         log_path, out_path = logs / f"controller-{i + 1}.log", logs / f"controller-{i + 1}.out"
         pid = _spawn([*args_, "--log-file", str(log_path)], out_path)
@@ -272,8 +305,7 @@ def up(args: argparse.Namespace) -> int:
     broker_options = ["--initial-partition-bytes", str(args.initial_partition_bytes)]
     if args.disk_rate is not None:
         broker_options += ["--disk-rate", str(args.disk_rate)]
-    for j in range(args.brokers):
-        broker_id = 101 + j
+    for j, broker_id in enumerate(broker_ids):
         rack = f"rack-{j % args.racks + 1}"
         metadata_dir = data_dir / f"broker-{broker_id}" / "metadata"
         args_ = [
@@ -302,6 +334,7 @@ def up(args: argparse.Namespace) -> int:
             "--metrics-port",
             str(broker_metrics[j]),
             *broker_options,
+            *tls_options(f"broker-{broker_id}"),
         ]
         log_path, out_path = logs / f"broker-{broker_id}.log", logs / f"broker-{broker_id}.out"
         pid = _spawn([*args_, "--log-file", str(log_path)], out_path)
@@ -325,9 +358,12 @@ def up(args: argparse.Namespace) -> int:
         "brokers": brokers,
         "started": time.time(),
     }
+    if admin_properties is not None:
+        state["tls"] = {"dir": str(data_dir / TLS_DIR), "admin_properties": str(admin_properties)}
     (data_dir / STATE_FILE).write_text(json.dumps(state, indent=2))
     try:
-        controller_id = asyncio.run(_wait_healthy(bootstrap, args.brokers, args.timeout))
+        tls = tls_settings_from_command_config(admin_properties) if admin_properties is not None else None
+        controller_id = asyncio.run(_wait_healthy(bootstrap, args.brokers, args.timeout, tls))
     except TimeoutError as e:
         print(f"pykraft cluster up: {e}", file=sys.stderr)
         for c in controller_states(state, data_dir):
@@ -357,21 +393,43 @@ def up(args: argparse.Namespace) -> int:
         f"{min(args.racks, max(args.brokers, 1))} racks; data in {data_dir}, logs in {logs}"
     )
     print(f"Bootstrap servers: {bootstrap}")
+    if admin_properties is not None:
+        print(
+            f"TLS: mutual TLS everywhere (CA and certificates in {data_dir / TLS_DIR}); admin tools need "
+            f"--command-config {admin_properties}"
+        )
     print("Metrics: " + ", ".join(f"http://127.0.0.1:{m}/metrics" for m in metrics))
     if broker_metrics:
         print("Broker metrics: " + ", ".join(f"http://127.0.0.1:{m}/metrics" for m in broker_metrics))
+    secure = f" --command-config {admin_properties}" if admin_properties is not None else ""
     print(
-        f"Try:  pykraft topics --bootstrap-server {bootstrap} --create --topic orders --partitions 6 "
+        f"Try:  pykraft topics --bootstrap-server {bootstrap}{secure} --create --topic orders --partitions 6 "
         "--replication-factor 3"
     )
     print(f"Stop: pykraft cluster down --data-dir {args.data_dir}")
     return 0
 
 
-async def _wait_healthy(bootstrap: str, brokers: int, timeout: float) -> int:
+def _write_admin_properties(directory: Path, admin: CertFiles) -> Path:
+    """The admin client's settings in Kafka's properties form (absolute paths: usable from any directory)."""
+    path = directory / ADMIN_PROPERTIES
+    lines = ["# pykraft cluster up --tls: pass to the admin tools as --command-config " + str(path)]
+    lines += [f"{k}={v}" for k, v in admin.properties().items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _state_tls(state: dict) -> TlsSettings | None:
+    """The admin settings of a ``--tls`` cluster's state (None: a plaintext cluster)."""
+    if not state.get("tls"):
+        return None
+    return tls_settings_from_command_config(state["tls"]["admin_properties"])
+
+
+async def _wait_healthy(bootstrap: str, brokers: int, timeout: float, tls: TlsSettings | None = None) -> int:
     deadline = time.monotonic() + timeout
     last = "no answer yet"
-    async with AdminClient(bootstrap, request_timeout_ms=2000, default_api_timeout_ms=3000) as admin:
+    async with AdminClient(bootstrap, request_timeout_ms=2000, default_api_timeout_ms=3000, tls=tls) as admin:
         while time.monotonic() < deadline:
             try:  # no call outlives --timeout
                 remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
@@ -399,8 +457,10 @@ def down(args: argparse.Namespace) -> int:
         print(f"pykraft cluster down: PIDs {' '.join(map(str, left))} did not stop", file=sys.stderr)
     # Kept aside, not deleted: the data was made with these controller ports, `up` must reuse them.
     (data_dir / STATE_FILE).replace(data_dir / STOPPED_FILE)
+    again = " --tls" if state.get("tls") else ""
     print(
-        f"Stopped the cluster in {data_dir} (data kept; `pykraft cluster up --data-dir {args.data_dir}` restarts it)."
+        f"Stopped the cluster in {data_dir} "
+        f"(data kept; `pykraft cluster up --data-dir {args.data_dir}{again}` restarts it)."
     )
     return 0
 
@@ -476,6 +536,7 @@ def _controller_line(c: dict) -> str:
 
 def describe(args: argparse.Namespace) -> int:
     servers = args.bootstrap_server
+    tls = args.tls
     controllers: list[dict] | None = None
     if not servers:
         data_dir = Path(args.data_dir).resolve()
@@ -487,10 +548,16 @@ def describe(args: argparse.Namespace) -> int:
             return 1
         servers = state["bootstrap"]
         controllers = controller_states(state, data_dir)
+        if tls is None:
+            try:
+                tls = _state_tls(state)
+            except CommandConfigError as e:
+                print(f"pykraft cluster describe: {e}", file=sys.stderr)
+                return 1
 
     async def fetch():  # type: ignore[no-untyped-def]
         async with AdminClient(
-            servers, default_api_timeout_ms=10_000, connect_timeout_ms=args.connect_timeout_ms
+            servers, default_api_timeout_ms=10_000, connect_timeout_ms=args.connect_timeout_ms, tls=tls
         ) as admin:
             return await admin.describe_cluster()
 

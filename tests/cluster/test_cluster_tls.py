@@ -1,0 +1,149 @@
+"""``pykraft cluster up --tls``: three controller and two broker processes on mutual TLS, each with its own
+certificate from the cluster CA under ``<data-dir>/tls``, and the admin tools through ``--command-config``.
+
+One cluster for the module, stopped by ``cluster down`` whatever happens. The brokers being unfenced says their
+registration and heartbeats went over TLS and their observers caught up (the controllers unfence a broker only once
+its image reached its registration); the follower replica growing says the brokers' fetchers reach each other. The
+CLI's default ports 9091-9093 are held while ``up`` picks its ports, so the test takes only ports free at run time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pykraft.client import AdminClient
+from pykraft.cluster import ADMIN_PROPERTIES, DEFAULT_PORTS, LOGS_DIR, TLS_DIR
+from pykraft.replica.data_plane import describe_replicas
+from pykraft.security.ca import ensure_cluster_certificates
+from pykraft.security.channels import ClientTls
+from pykraft.security.command_config import tls_settings_from_command_config
+
+
+def pykraft(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "pykraft", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+
+
+@contextlib.contextmanager
+def default_ports_held() -> Iterator[None]:
+    held = []
+    try:
+        for port in DEFAULT_PORTS:
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+                s.listen()
+            except OSError:
+                s.close()
+                continue
+            held.append(s)
+        yield
+    finally:
+        for s in held:
+            s.close()
+
+
+def logs(data_dir: Path) -> str:
+    return "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted((data_dir / LOGS_DIR).glob("*.*")))
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    data = tmp_path_factory.mktemp("tls-cluster") / "data"
+    try:
+        with default_ports_held():
+            up = pykraft(
+                "cluster", "up", "--tls", "--data-dir", str(data), "--brokers", "2", "--produce-rate", "20",
+                "--timeout", "60",
+            )  # fmt: skip
+        assert up.returncode == 0, f"{up.stdout}\n{up.stderr}\n{logs(data)}"
+        assert f"--command-config {data / TLS_DIR / ADMIN_PROPERTIES}" in up.stdout, up.stdout
+        yield data
+    finally:
+        down = pykraft("cluster", "down", "--data-dir", str(data))
+        assert down.returncode == 0, down.stderr
+
+
+@pytest.fixture(scope="module")
+def bootstrap(data_dir: Path) -> str:
+    return pykraft("cluster", "bootstrap", "--data-dir", str(data_dir)).stdout.strip()
+
+
+def test_every_process_has_its_own_certificate_and_the_brokers_are_unfenced(data_dir: Path) -> None:
+    tls = data_dir / TLS_DIR
+    names = {p.stem for p in tls.glob("*.key")}
+    assert names == {"ca", "controller-1", "controller-2", "controller-3", "broker-101", "broker-102", "admin"}
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in tls.glob("*.key"))
+    # describe of the data directory takes the cluster's admin settings by itself.
+    described = pykraft("cluster", "describe", "--data-dir", str(data_dir), "--output", "json")
+    assert described.returncode == 0, described.stderr
+    brokers = json.loads(described.stdout)["brokers"]
+    assert [(b["id"], b["fenced"]) for b in brokers] == [(101, False), (102, False)], brokers
+    for name in ("controller-1", "broker-101"):
+        started = (data_dir / LOGS_DIR / f"{name}.log").read_text()
+        assert '"tls": true' in started, f"{name} did not start on TLS"
+
+
+def test_topics_with_the_command_config_and_refusals_without(data_dir: Path, bootstrap: str) -> None:
+    config = str(data_dir / TLS_DIR / ADMIN_PROPERTIES)
+    create = pykraft(
+        "topics", "--bootstrap-server", bootstrap, "--command-config", config,
+        "--create", "--topic", "orders", "--partitions", "2", "--replication-factor", "2",
+    )  # fmt: skip
+    assert (create.returncode, create.stdout.strip()) == (0, "Created topic orders."), create.stderr
+    describe = pykraft("topics", "--bootstrap-server", bootstrap, "--command-config", config, "--describe")
+    assert describe.returncode == 0 and "PartitionCount: 2\tReplicationFactor: 2" in describe.stdout, describe
+
+    plain = pykraft("topics", "--bootstrap-server", bootstrap, "--describe", "--connect-timeout-ms", "1500")
+    err = plain.stderr.strip()
+    assert plain.returncode == 1 and "\n" not in err, err
+    assert "no controller reachable" in err and "use security.protocol=SSL" in err, err
+
+    # A certificate named like ours from another CA (which trusts our servers): the controllers refuse it.
+    other = ensure_cluster_certificates(data_dir.parent / "other-ca", ["admin"])["admin"]
+    stranger = data_dir.parent / "stranger.properties"
+    props = {**other.properties(), "ssl.ca.location": str(data_dir / TLS_DIR / "ca.crt")}
+    stranger.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    refused = pykraft(
+        "topics", "--bootstrap-server", bootstrap, "--command-config", str(stranger), "--describe",
+        "--connect-timeout-ms", "1500",
+    )  # fmt: skip
+    err = refused.stderr.strip()
+    assert refused.returncode == 1 and "client certificate is missing or untrusted" in err, err
+
+
+async def test_the_brokers_replicate_to_each_other_over_tls(data_dir: Path, bootstrap: str) -> None:
+    """Every replica of ``orders`` (created above) grows on both brokers: the followers fetch from the leaders."""
+    tls = tls_settings_from_command_config(data_dir / TLS_DIR / ADMIN_PROPERTIES)
+    async with AdminClient(bootstrap, tls=tls) as admin:
+        cluster = await admin.describe_cluster()
+        [topic] = await admin.describe_topics(["orders"])
+    endpoints = {b.broker_id: b.endpoint() for b in cluster.brokers}
+    followers = {(p.partition, r) for p in topic.partitions for r in p.replicas if r != p.leader}
+    assert len(followers) == 2
+    deadline = time.monotonic() + 20
+    while True:
+        grown = set()
+        for broker_id, endpoint in endpoints.items():
+            assert endpoint is not None
+            for r in await describe_replicas(endpoint, tls=ClientTls.of(tls)):
+                if not r.is_leader and r.log_end_offset > 0:
+                    grown.add((r.partition, broker_id))
+        if grown >= followers or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.5)
+    assert grown >= followers, f"followers that fetched nothing: {followers - grown}\n{logs(data_dir)}"
