@@ -143,7 +143,6 @@ class LeaderSessions:
     def unpark(p: Any) -> None:
         """``p`` (a Partition) changes: look again at its parked followers at their sessions' next fetch, each
         counted as caught up as of its session's last fetch. Before the change: becoming a follower drops them."""
-        key = None
         for r in p.remotes.values():
             session = r.parked
             if session is None:
@@ -151,7 +150,6 @@ class LeaderSessions:
             r.parked = None
             if session.closed or r.session is not session:
                 continue
-            key = key or (p.topic_id, p.index)
-            session.active.add(key)
+            session.active.add(p.key)
             if session.last_fetch_ms > r.last_fetch_time_ms:
                 r.last_fetch_time_ms = r.last_caught_up_time_ms = session.last_fetch_ms

@@ -140,9 +140,11 @@ class ReplicaManager(SessionFetching):
                 continue
             p = self.partitions.get(key)
             if p is None:
-                p = self.partitions[key] = Partition(m.topic_id, m.topic, m.index, self.broker_id, self.config)
+                p = self.partitions[key] = Partition(m.topic_id, m.topic, m.index, self.broker_id, self.config, key)
                 if self.broker_id not in m.adding:  # an original replica: it holds the partition's data already
                     p.start_log(self.config.initial_messages)
+            elif p.key is not key and m.key is not None:
+                self._rekey(key, p)
             before = p.metadata_seen
             if p.remotes and p.changes_with(m):
                 self.leader_sessions.unpark(p)  # before: a leader that becomes a follower forgets its followers
@@ -164,6 +166,19 @@ class ReplicaManager(SessionFetching):
             self.throttles.retain({p.topic for p in self.partitions.values()})
             self._granted = {k: v for k, v in self._granted.items() if k in self.partitions}
         return changes
+
+    def _rekey(self, key: PartitionKey, p: Partition) -> None:
+        """Hold ``p`` under ``key``, an equal tuple from a reloaded image: a dict keeps the key it was first given,
+        so the old tuple (and its topic id) would outlive the image it came from, one per replica."""
+        del self.partitions[key]
+        self.partitions[key] = p
+        if p.followed_from != NO_LEADER:
+            followed = self._by_leader[p.followed_from]
+            del followed[key]
+            followed[key] = p
+        if key in self._moving:
+            self._moving[key] = self._moving.pop(key)
+        p.key = key
 
     def _index(self, key: PartitionKey, p: Partition) -> None:
         """Keep the per-leader index of followed replicas and the replicas that move (see topics_to_watch)."""
@@ -331,7 +346,7 @@ class ReplicaManager(SessionFetching):
     def on_alter_answer(self, change: PendingChange, result: AlterPartitionResult | None, error: Errors) -> bool:
         """One partition's AlterPartition answer. Returns True if it should be sent again."""
         p = change.partition
-        if self.partitions.get((p.topic_id, p.index)) is not p:
+        if self.partitions.get(p.key) is not p:
             return False  # the replica was dropped meanwhile
         if error == Errors.NONE and result is not None:
             old_epoch = p.partition_epoch
@@ -346,7 +361,7 @@ class ReplicaManager(SessionFetching):
             )
             if applied:
                 self._log_change(change, result, old_epoch)
-                self._note_moving((p.topic_id, p.index), p)
+                self._note_moving(p.key, p)
                 self.leader_sessions.unpark(p)
             elif p.metadata_stale:
                 self.request_refresh()
@@ -408,7 +423,7 @@ class ReplicaManager(SessionFetching):
         candidates = [p for p in self._by_leader.get(leader_id, {}).values() if p.fetchable(now)]
         if not candidates:
             return []
-        candidates.sort(key=lambda p: self._granted.get((p.topic_id, p.index), -1))
+        candidates.sort(key=lambda p: self._granted.get(p.key, -1))
         t = self.throttles
         out = []
         for p in candidates:
@@ -432,7 +447,7 @@ class ReplicaManager(SessionFetching):
             if throttled:
                 t.follower.take(grant, now)
             self._grants += 1
-            self._granted[(p.topic_id, p.index)] = self._grants
+            self._granted[p.key] = self._grants
             disk_reserved = 0 if t.disk.unlimited else grant
             out.append(FetchItem(p, p.log_end_offset, p.leader_epoch, grant, disk_reserved, grant if throttled else 0))
         return out

@@ -255,8 +255,8 @@ class Partition:
         "fetch_blocked",
         "followed_from",
         "high_watermark",
-        "index",
         "isr",
+        "key",
         "leader",
         "leader_epoch",
         "leader_log_end_offset",
@@ -275,13 +275,19 @@ class Partition:
         "sent_gen",
         "sent_offset",
         "topic",
-        "topic_id",
     )
 
-    def __init__(self, topic_id: Uuid, topic: str, index: int, local_id: int, config: ReplicaConfig) -> None:
-        self.topic_id = topic_id
+    def __init__(
+        self,
+        topic_id: Uuid,
+        topic: str,
+        index: int,
+        local_id: int,
+        config: ReplicaConfig,
+        key: PartitionKey | None = None,
+    ) -> None:
+        self.key = key if key is not None else (topic_id, index)  # (topic id, index): the image's tuple if given
         self.topic = topic
-        self.index = index
         self.local_id = local_id
         self.config = config
         self.replicas: tuple[int, ...] = ()
@@ -312,6 +318,14 @@ class Partition:
 
     def __repr__(self) -> str:
         return f"{self.topic}-{self.index}"
+
+    @property
+    def topic_id(self) -> Uuid:
+        return self.key[0]
+
+    @property
+    def index(self) -> int:
+        return self.key[1]
 
     @property
     def is_leader(self) -> bool:

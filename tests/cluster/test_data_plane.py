@@ -302,7 +302,7 @@ def test_a_recovering_leader_tells_the_controller_it_recovered() -> None:
 async def test_the_sender_batches_retries_and_drops_stale_changes() -> None:
     partitions = [leader_partition() for _ in range(3)]
     for i, p in enumerate(partitions):
-        p.index = i
+        p.key = (p.topic_id, i)
     calls: list[list[AlterPartitionTopic]] = []
     answers: list[tuple[int, Errors]] = []
     fail_first = [True]
@@ -343,7 +343,7 @@ async def test_the_sender_batches_retries_and_drops_stale_changes() -> None:
 async def test_the_sender_splits_many_changes_over_requests_oldest_first() -> None:
     partitions = [leader_partition() for _ in range(12)]
     for i, p in enumerate(partitions):
-        p.index = i
+        p.key = (p.topic_id, i)
     calls: list[list[int]] = []
     answered: list[int] = []
 

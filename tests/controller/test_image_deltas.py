@@ -89,3 +89,7 @@ async def test_reads_after_the_first_carry_only_what_changed(monkeypatch: pytest
     partitions, removed, full = await apply()
     assert full and manager_state(m) == manager_state(await full_read(image))
     assert not any(k[0] == doomed for k in m.partitions)
+    # Keyed by the reloaded image's tuples now, not the ones the load replaced (they would double every key).
+    image_keys = {k: k for k in standby.replication.partitions.committed()}
+    assert all(image_keys[k] is k and p.key is k for k, p in m.partitions.items())
+    assert all(k is image_keys[k] for followed in m._by_leader.values() for k in followed)
