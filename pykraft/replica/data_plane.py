@@ -58,7 +58,8 @@ from pykraft.replica.throttle import (
     parse_rate,
 )
 from pykraft.security.channels import ClientTls, aio_channel
-from pykraft.security.tls import ReloadingServerCredentials, TlsSettings
+from pykraft.security.peer_identity import ReplicaCheck, broker_name, replica_authenticator
+from pykraft.security.tls import ClientAuth, ReloadingServerCredentials, TlsSettings
 from quorum.errors import Errors, KafkaError
 from quorum.fault import FaultHandler, fault_message, spawn
 from quorum.log.message import Uuid
@@ -128,10 +129,14 @@ def brokers_of(cluster: ClusterDescription, listener_name: str = "PLAINTEXT") ->
 class FetchService(pb_grpc.ReplicaFetchServicer):
     """A leader's side of followers' fetches."""
 
-    def __init__(self, manager: ReplicaManager) -> None:
+    def __init__(self, manager: ReplicaManager, check_replica: ReplicaCheck | None = None) -> None:
         self.manager = manager
+        self.check_replica = check_replica  # mutual TLS: a fetch must come with its replica's certificate
 
     async def Fetch(self, request: pb.FetchRequest, context: grpc.aio.ServicerContext) -> pb.FetchResponse:
+        if self.check_replica is not None and (refused := self.check_replica(context, request.replica_id)):
+            log.warning("fetch_refused", replica_id=request.replica_id, reason=refused)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refused)
         error, session_id, answers = self.manager.answer_session_fetch(
             request.replica_id,
             request.broker_epoch,
@@ -237,6 +242,8 @@ class DataPlane:
         # TLS (the broker's own certificate): the listener asks every client for one from the CA, fetchers show it.
         self.server_credentials = ReloadingServerCredentials(tls) if tls is not None else None
         self.client_tls = ClientTls.of(tls)
+        required = tls is not None and tls.client_auth is ClientAuth.REQUIRED
+        self.check_replica = replica_authenticator(tls.mapper()) if tls is not None and required else None
         self.image = ImageMetadata(image, broker_id) if image is not None else None
         self.listener = listener
         self.admin = admin
@@ -258,7 +265,7 @@ class DataPlane:
         self._server: grpc.aio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._fetchers: dict[int, asyncio.Task[None]] = {}
-        self._channels: dict[tuple[str, int], grpc.aio.Channel] = {}
+        self._channels: dict[tuple[tuple[str, int], int], grpc.aio.Channel] = {}  # by (endpoint, leader id)
         self._fetch_failing: set[int] = set()
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -268,7 +275,7 @@ class DataPlane:
         service over its image). False (and an error line) if it cannot be bound: the agent then runs its control
         plane only, and followers of its partitions cannot fetch."""
         server = grpc.aio.server(options=SERVER_OPTIONS)
-        pb_grpc.add_ReplicaFetchServicer_to_server(FetchService(self.manager), server)
+        pb_grpc.add_ReplicaFetchServicer_to_server(FetchService(self.manager, self.check_replica), server)
         for add in services:
             add(server)
         bind = grpc_target(*self.listener)
@@ -475,10 +482,12 @@ class DataPlane:
                 name = f"fetcher-{leader_id}"
                 self._fetchers[leader_id] = spawn(self._fetch_from(leader_id), name=name, on_error=self._failed(name))
 
-    def _channel(self, endpoint: tuple[str, int]) -> grpc.aio.Channel:
-        ch = self._channels.get(endpoint)
+    def _channel(self, endpoint: tuple[str, int], leader_id: int) -> grpc.aio.Channel:
+        ch = self._channels.get((endpoint, leader_id))
         if ch is None:
-            ch = self._channels[endpoint] = aio_channel(grpc_target(*endpoint), self.client_tls, CHANNEL_OPTIONS)
+            # With TLS the leader must prove to be broker-<leader_id>, whatever address the metadata gave for it.
+            tls = self.client_tls and ClientTls(self.client_tls.credentials, broker_name(leader_id))
+            ch = self._channels[(endpoint, leader_id)] = aio_channel(grpc_target(*endpoint), tls, CHANNEL_OPTIONS)
         return ch
 
     async def _fetch_from(self, leader_id: int) -> None:
@@ -514,7 +523,7 @@ class DataPlane:
                 forget = request.forgotten.add
                 for topic_id, index in fetch.forgotten:
                     forget(topic_id=bytes(topic_id), partition=index)
-                stub = pb_grpc.ReplicaFetchStub(self._channel(broker.endpoint))
+                stub = pb_grpc.ReplicaFetchStub(self._channel(broker.endpoint, leader_id))
                 try:
                     response = await stub.Fetch(request, timeout=self.config.replica_socket_timeout_ms / 1000)
                 except grpc.aio.AioRpcError as e:

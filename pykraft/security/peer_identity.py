@@ -26,6 +26,31 @@ def controller_name(node_id: int) -> str:
     return f"{CONTROLLER_PREFIX}{node_id}"
 
 
+def broker_name(node_id: int) -> str:
+    """The principal name, and the DNS name in its certificate, of broker ``node_id``."""
+    return f"{BROKER_PREFIX}{node_id}"
+
+
+# Why the caller of a request may not act as ``replica_id`` (None: it may).
+ReplicaCheck = Callable[[grpc.aio.ServicerContext, int], str | None]
+
+
+def replica_authenticator(mapper: SslPrincipalMapper) -> ReplicaCheck:
+    """For a broker's listener: a follower's fetch for ``replica_id`` must come with ``broker-<replica_id>``'s
+    certificate, so one broker (or an admin client) cannot fetch, and move the ISR, as another."""
+
+    def check(context: grpc.aio.ServicerContext, replica_id: int) -> str | None:
+        try:
+            principal = principal_of(context, mapper)
+        except NoMatchingRule as e:
+            return str(e)
+        if principal.name != broker_name(replica_id):  # ANONYMOUS too
+            return f"{principal} may not fetch as broker {replica_id}"
+        return None
+
+    return check
+
+
 def peer_authenticator(
     mapper: SslPrincipalMapper, voters: Collection[int]
 ) -> Callable[[grpc.aio.ServicerContext], int]:

@@ -21,14 +21,17 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
+from pykraft.api import broker_pb2, broker_pb2_grpc
 from pykraft.client import AdminClient
 from pykraft.cluster import ADMIN_PROPERTIES, DEFAULT_PORTS, LOGS_DIR, TLS_DIR
 from pykraft.replica.data_plane import describe_replicas
 from pykraft.security.ca import ensure_cluster_certificates
-from pykraft.security.channels import ClientTls
+from pykraft.security.channels import ClientTls, aio_channel
 from pykraft.security.command_config import tls_settings_from_command_config
+from pykraft.security.tls import TlsSettings
 
 
 def pykraft(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
@@ -147,3 +150,24 @@ async def test_the_brokers_replicate_to_each_other_over_tls(data_dir: Path, boot
             break
         await asyncio.sleep(0.5)
     assert grown >= followers, f"followers that fetched nothing: {followers - grown}\n{logs(data_dir)}"
+
+
+@pytest.mark.parametrize("who", ["admin", "broker-102"])
+async def test_a_fetch_must_come_with_its_replicas_certificate(data_dir: Path, bootstrap: str, who: str) -> None:
+    """Broker 101's listener: a fetch as replica 101 from the admin's or broker 102's certificate is refused
+    (both are the cluster CA's: the handshake passes, the request does not)."""
+    tls_dir = data_dir / TLS_DIR
+    admin_tls = tls_settings_from_command_config(tls_dir / ADMIN_PROPERTIES)
+    async with AdminClient(bootstrap, tls=admin_tls) as admin:
+        endpoint = next(b.endpoint() for b in (await admin.describe_cluster()).brokers if b.broker_id == 101)
+    assert endpoint is not None
+    caller = TlsSettings(certificate=tls_dir / f"{who}.crt", key=tls_dir / f"{who}.key", ca=tls_dir / "ca.crt")
+    async with aio_channel(f"{endpoint[0]}:{endpoint[1]}", ClientTls.of(caller)) as channel:
+        stub = broker_pb2_grpc.ReplicaFetchStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.Fetch(broker_pb2.FetchRequest(replica_id=101, broker_epoch=-1), timeout=5)
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert f"User:{who} may not fetch as broker 101" in (refused.value.details() or "")
+        # DescribeReplicas stays open to any certificate of the cluster's (reassign-partitions --verify asks it).
+        described = await stub.DescribeReplicas(broker_pb2.DescribeReplicasRequest(), timeout=5)
+        assert described.broker_id == 101
