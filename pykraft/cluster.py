@@ -264,7 +264,9 @@ def up(args: argparse.Namespace) -> int:
     def tls_options(name: str) -> list[str]:  # every process is started with its own certificate
         if not certs:
             return []
-        return [a for k, v in certs[name].properties().items() for a in ("--override", f"{k}={v}")]
+        # The cluster's own principals are super users (as in Kafka's setups): ACLs are for everyone else.
+        props = {**certs[name].properties(), "super.users": ";".join(f"User:{p}" for p in sorted(certs))}
+        return [a for k, v in props.items() for a in ("--override", f"{k}={v}")]
 
     controllers = []
     for i, (port, mport) in enumerate(zip(ports, metrics, strict=True)):

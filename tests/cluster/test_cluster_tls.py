@@ -26,7 +26,7 @@ import pytest
 
 from pykraft.api import broker_pb2, broker_pb2_grpc
 from pykraft.client import AdminClient
-from pykraft.cluster import ADMIN_PROPERTIES, DEFAULT_PORTS, LOGS_DIR, TLS_DIR
+from pykraft.cluster import ADMIN_PROPERTIES, DEFAULT_PORTS, LOGS_DIR, STATE_FILE, TLS_DIR
 from pykraft.replica.data_plane import describe_replicas
 from pykraft.security.ca import ensure_cluster_certificates
 from pykraft.security.channels import ClientTls, aio_channel
@@ -99,6 +99,11 @@ def test_every_process_has_its_own_certificate_and_the_brokers_are_unfenced(data
     for name in ("controller-1", "broker-101"):
         started = (data_dir / LOGS_DIR / f"{name}.log").read_text()
         assert '"tls": true' in started, f"{name} did not start on TLS"
+    # The cluster's own principals are super users on every controller (ACLs are for everyone else).
+    state = json.loads((data_dir / STATE_FILE).read_text())
+    supers = "super.users=" + ";".join(f"User:{n}" for n in sorted(names - {"ca"}))
+    for c in state["controllers"]:
+        assert supers in Path(f"/proc/{c['pid']}/cmdline").read_bytes().decode().split("\0")
 
 
 def test_topics_with_the_command_config_and_refusals_without(data_dir: Path, bootstrap: str) -> None:
