@@ -88,6 +88,7 @@ from quorum.fault import FaultHandler, LoggingFaultHandler, fault_message
 from quorum.histogram import Histogram
 from quorum.log.message import ApiMessage
 from quorum.log.snapshots import SnapshotId
+from quorum.memory import release_freed_memory
 from quorum.raft.client import CommittedBatch, LeaderAndEpoch, RaftClient, SnapshotReader
 
 log = structlog.get_logger("controller")
@@ -313,6 +314,7 @@ class QuorumController:
         self.committed_offset = snapshot_id.end_offset - 1
         self.acls.publish(self.authorizer)
         self.snapshots.loaded(snapshot_id, reader.last_contained_log_timestamp, getattr(reader, "size_bytes", 0))
+        release_freed_memory()  # the replaced state's pages: else the RSS stays at both images' peak
         seconds = time.monotonic() - started
         self.metrics.snapshot_load_seconds = seconds
         log.info(

@@ -11,6 +11,7 @@ from controller.quorum_controller import QuorumController
 from pykraft.replica.manager import ReplicaManager
 from pykraft.replica.partition import BrokerState, PartitionMetadata
 from quorum.log.message import Uuid
+from quorum.memory import release_freed_memory
 
 
 class ImageChanges(NamedTuple):
@@ -161,6 +162,7 @@ async def apply_image(image: ImageMetadata, manager: ReplicaManager) -> tuple[Im
         changed += manager.apply_delta(partitions, [], brokers)
         brokers = None
     changed += manager.apply_delta([], image.gone(list(manager.partitions)), brokers)
+    release_freed_memory()  # after a snapshot load, the old image's keys were freed only now (re-keyed)
     return news, changed
 
 
