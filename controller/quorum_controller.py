@@ -133,6 +133,8 @@ class ControllerSettings:
     snapshot_growth_ratio: float = 1.0
     super_users: str = ""  # super.users: principals allowed everything, semicolon-separated
     allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
+    # authorizer.class.name: empty = requests are not authorized; Kafka's StandardAuthorizer (pykraft/authorization.py)
+    authorizer_class_name: str = ""
     # A broker's image: never a voter, so never active; it answers reads from its committed state (as a Kafka
     # broker answers Metadata from its MetadataImage) instead of refusing them with NOT_CONTROLLER.
     serve_local_reads: bool = False

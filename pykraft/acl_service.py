@@ -20,6 +20,7 @@ from controller.authorizer import AclPermissionType as Perm
 from controller.authorizer import PatternType as Pat
 from controller.authorizer import ResourceType as Res
 from pykraft.api import controller_pb2 as pb
+from pykraft.authorization import Caller
 from pykraft.lifecycle_service import LifecycleServicer
 
 if TYPE_CHECKING:
@@ -66,6 +67,10 @@ class AclServicer:
             **fields: Any,
         ) -> R: ...
 
+        async def _caller(
+            self, context: grpc.aio.ServicerContext, *, read: bool = False, controller_only: bool = True
+        ) -> Caller: ...
+
     async def CreateAcls(
         self, request: pb.CreateAclsRequest, context: grpc.aio.ServicerContext
     ) -> pb.CreateAclsResponse:
@@ -83,6 +88,7 @@ class AclServicer:
         ]
 
         async def call() -> pb.CreateAclsResponse:
+            (await self._caller(context)).require_cluster(Op.ALTER)
             timeout = LifecycleServicer._timeout(request.timeout_ms)
             results = await self.controller.create_acls(creations, timeout_ms=timeout)
             out = pb.CreateAclsResponse()
@@ -108,6 +114,7 @@ class AclServicer:
         acl_filter = filter_of(request.filter)
 
         async def call() -> pb.DescribeAclsResponse:
+            (await self._caller(context, read=True)).require_cluster(Op.DESCRIBE)
             timeout = LifecycleServicer._timeout(request.timeout_ms)
             result = await self.controller.describe_acls(acl_filter, timeout_ms=timeout)
             out = pb.DescribeAclsResponse(error_code=int(result.error.code), error_message=result.error.message or "")
@@ -137,6 +144,7 @@ class AclServicer:
         filters = [filter_of(f) for f in request.filters]
 
         async def call() -> pb.DeleteAclsResponse:
+            (await self._caller(context)).require_cluster(Op.ALTER)
             timeout = LifecycleServicer._timeout(request.timeout_ms)
             results = await self.controller.delete_acls(filters, timeout_ms=timeout)
             out = pb.DeleteAclsResponse()

@@ -9,11 +9,14 @@ that is not base64url, a negative partition index, an empty topic name); Kafka's
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
+from controller.authorizer import AclOperation as Op
+from controller.authorizer import ResourceType as Res
 from controller.requests import (
     CONFIG_TYPE_IDS,
     AlterableConfig,
@@ -27,6 +30,13 @@ from controller.requests import (
     NewPartitions,
 )
 from pykraft.api import controller_pb2 as pb
+from pykraft.authorization import (
+    ALTER_CONFIGS_CHECKS,
+    DESCRIBE_CONFIGS_CHECKS,
+    Caller,
+    config_refusals,
+    deletion_refusals,
+)
 from quorum.errors import Errors, KafkaError
 from quorum.log.message import ZERO_UUID, Uuid
 
@@ -60,6 +70,10 @@ class LifecycleServicer:
             **fields: Any,
         ) -> R: ...
 
+        async def _caller(
+            self, context: grpc.aio.ServicerContext, *, read: bool = False, controller_only: bool = True
+        ) -> Caller: ...
+
     @staticmethod
     def _timeout(timeout_ms: int, default: int = DEFAULT_TIMEOUT_MS) -> int:
         if timeout_ms < 0:
@@ -91,6 +105,7 @@ class LifecycleServicer:
         self, request: pb.AlterPartitionRequest, context: grpc.aio.ServicerContext
     ) -> pb.AlterPartitionResponse:
         async def call() -> pb.AlterPartitionResponse:
+            (await self._caller(context)).require_cluster(Op.CLUSTER_ACTION)
             timeout = self._timeout(request.timeout_ms)
             topics = []
             for i, t in enumerate(request.topics):
@@ -155,6 +170,7 @@ class LifecycleServicer:
         self, request: pb.ElectLeadersRequest, context: grpc.aio.ServicerContext
     ) -> pb.ElectLeadersResponse:
         async def call() -> pb.ElectLeadersResponse:
+            (await self._caller(context)).require_cluster(Op.ALTER)
             timeout = self._timeout(request.timeout_ms, ELECTION_TIMEOUT_MS)
             if request.election_type not in tuple(ElectionType):
                 raise RequestError(
@@ -203,20 +219,43 @@ class LifecycleServicer:
         self, request: pb.DeleteTopicsRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteTopicsResponse:
         async def call() -> pb.DeleteTopicsResponse:
+            caller = await self._caller(context)
             timeout = self._timeout(request.timeout_ms)
             topics = []
             for i, t in enumerate(request.topics):
                 name = self._name(t.name, f"topics[{i}].name") if t.HasField("name") else None
                 topic_id = self._topic_id(t.topic_id, f"topics[{i}].topic_id") if t.topic_id else None
                 topics.append(DeleteTopicState(name, None if topic_id == ZERO_UUID else topic_id))
-            results = await self.controller.delete_topics(topics, timeout_ms=timeout)
+            refused: dict[int, tuple[str | None, Uuid | None]] = {}
+            ctl = self.controller
+            # With deletion disabled the whole request is refused first (Kafka's order); DELETE on the CLUSTER
+            # allows every topic.
+            if caller.enforced and ctl.settings.delete_topic_enable and not caller.cluster_allowed(Op.DELETE):
+                replication = ctl.replication
+
+                def name_of(topic_id: Uuid) -> str | None:
+                    info = replication.topics.get(topic_id)
+                    return None if info is None else info.name
+
+                refused = deletion_refusals(
+                    caller, [(t.name, t.topic_id) for t in topics], replication.topics_by_name.__contains__, name_of
+                )
+            passed = [t for i, t in enumerate(topics) if i not in refused] if refused else topics
+            results = iter(await self.controller.delete_topics(passed, timeout_ms=timeout))
             out = pb.DeleteTopicsResponse()
-            for r in results:
-                item = out.responses.add(error_code=int(r.error.code), error_message=r.error.message or "")
-                if r.name is not None:
-                    item.name = r.name
-                if r.topic_id is not None:
-                    item.topic_id = str(r.topic_id)
+            for i in range(len(topics)):  # in request order, refusals in their places
+                if i in refused:
+                    name, topic_id = refused[i]
+                    what = name if name is not None else f"with id {topic_id}"
+                    code, message = Errors.TOPIC_AUTHORIZATION_FAILED, caller.denied(Op.DELETE, Res.TOPIC, what)
+                else:
+                    r = next(results)
+                    name, topic_id, code, message = r.name, r.topic_id, r.error.code, r.error.message or ""
+                item = out.responses.add(error_code=int(code), error_message=message)
+                if name is not None:
+                    item.name = name
+                if topic_id is not None:
+                    item.topic_id = str(topic_id)
             return out
 
         def summarize(response: pb.DeleteTopicsResponse) -> dict[str, Any]:
@@ -237,6 +276,7 @@ class LifecycleServicer:
         self, request: pb.CreatePartitionsRequest, context: grpc.aio.ServicerContext
     ) -> pb.CreatePartitionsResponse:
         async def call() -> pb.CreatePartitionsResponse:
+            caller = await self._caller(context)
             timeout = self._timeout(request.timeout_ms)
             topics = [
                 NewPartitions(
@@ -248,10 +288,22 @@ class LifecycleServicer:
                 )
                 for i, t in enumerate(request.topics)
             ]
+            out = pb.CreatePartitionsResponse()
+            if caller.enforced:  # ALTER on each topic named once (the controller refuses duplicates first)
+                counts = Counter(t.name for t in topics)
+                once = [t.name for t in topics if counts[t.name] == 1]
+                allowed = caller.allowed_names(Op.ALTER, Res.TOPIC, once)
+                for name in once:  # before the controller's results, as Kafka's ControllerApis
+                    if name not in allowed:
+                        out.results.add(
+                            name=name,
+                            error_code=Errors.TOPIC_AUTHORIZATION_FAILED,
+                            error_message=caller.denied(Op.ALTER, Res.TOPIC, name),
+                        )
+                topics = [t for t in topics if t.name in allowed or counts[t.name] > 1]
             results = await self.controller.create_partitions(
                 topics, validate_only=request.validate_only, timeout_ms=timeout
             )
-            out = pb.CreatePartitionsResponse()
             for r in results:
                 out.results.add(name=r.name, error_code=int(r.error.code), error_message=r.error.message or "")
             return out
@@ -277,6 +329,7 @@ class LifecycleServicer:
         self, request: pb.IncrementalAlterConfigsRequest, context: grpc.aio.ServicerContext
     ) -> pb.IncrementalAlterConfigsResponse:
         async def call() -> pb.IncrementalAlterConfigsResponse:
+            caller = await self._caller(context)
             timeout = self._timeout(request.timeout_ms)
             resources = [
                 AlterConfigsResource(
@@ -289,10 +342,22 @@ class LifecycleServicer:
                 )
                 for r in request.resources
             ]
+            out = pb.IncrementalAlterConfigsResponse()
+            if caller.enforced:
+                keys = [(r.resource_type, r.resource_name) for r in resources]
+                counts = Counter(keys)
+                # A resource named twice is answered "Duplicate resource." by the controller, unauthorized.
+                refused = config_refusals(
+                    caller, [k if counts[k] == 1 else (-1, k[1]) for k in keys], ALTER_CONFIGS_CHECKS
+                )
+                for i, (code, message) in refused.items():  # before the controller's results, as Kafka's
+                    out.responses.add(
+                        error_code=code, error_message=message, resource_type=keys[i][0], resource_name=keys[i][1]
+                    )
+                resources = [r for i, r in enumerate(resources) if i not in refused]
             results = await self.controller.incremental_alter_configs(
                 resources, validate_only=request.validate_only, timeout_ms=timeout
             )
-            out = pb.IncrementalAlterConfigsResponse()
             for r in results:
                 out.responses.add(
                     error_code=int(r.error.code),
@@ -319,6 +384,7 @@ class LifecycleServicer:
         self, request: pb.DescribeConfigsRequest, context: grpc.aio.ServicerContext
     ) -> pb.DescribeConfigsResponse:
         async def call() -> pb.DescribeConfigsResponse:
+            caller = await self._caller(context, read=True)
             timeout = self._timeout(request.timeout_ms)
             resources = [
                 ConfigResource(
@@ -328,6 +394,11 @@ class LifecycleServicer:
                 )
                 for r in request.resources
             ]
+            refused: dict[int, tuple[Errors, str]] = {}
+            if caller.enforced:
+                keys = [(r.resource_type, r.resource_name) for r in resources]
+                refused = config_refusals(caller, keys, DESCRIBE_CONFIGS_CHECKS)
+                resources = [r for i, r in enumerate(resources) if i not in refused]
             results = await self.controller.describe_configs(
                 resources,
                 include_synonyms=request.include_synonyms,
@@ -357,6 +428,11 @@ class LifecycleServicer:
                             documentation=c.documentation,
                         )
                     )
+            for i, (code, message) in refused.items():  # after the others, as Kafka's ConfigHelper
+                r = request.resources[i]
+                out.results.add(
+                    error_code=code, error_message=message, resource_type=r.resource_type, resource_name=r.resource_name
+                )
             return out
 
         def summarize(response: pb.DescribeConfigsResponse) -> dict[str, Any]:

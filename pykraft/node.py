@@ -32,6 +32,7 @@ from controller.placement import PLACERS
 from controller.quorum_controller import ControllerSettings, QuorumController
 from controller.records import deserialize
 from pykraft import gc_pauses
+from pykraft.authorization import authorizer_enabled, controller_authorization
 from pykraft.security.peer_identity import controller_name, peer_authenticator
 from pykraft.security.tls import ClientAuth, ReloadingServerCredentials, TlsSettings, channel_credentials
 from pykraft.service import ControllerService
@@ -96,6 +97,7 @@ CONTROLLER_CONFIGS = {  # Kafka config name -> (ControllerSettings field, type)
     "pykraft.snapshot.growth.ratio": ("snapshot_growth_ratio", float),  # pykraft's (see ControllerSettings)
     "super.users": ("super_users", str),  # the authorizer's (controller/authorizer.py)
     "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", bool),
+    "authorizer.class.name": ("authorizer_class_name", str),  # pykraft/authorization.py: empty = off
 }
 
 
@@ -146,6 +148,7 @@ def controller_settings(props: dict[str, str]) -> ControllerSettings:
     if settings.leader_imbalance_check_interval_s < 1:
         raise ValueError("leader.imbalance.check.interval.seconds must be at least 1")
     parse_super_users(settings.super_users)  # a principal that is not Type:name is refused at start, as in Kafka
+    authorizer_enabled(settings.authorizer_class_name)  # an authorizer we do not have: refused at start
     # Broker configs in the properties are this node's static level (under dynamic ones, above the defaults).
     for name, value in props.items():
         if name in BROKER_CONFIGS:
@@ -396,11 +399,17 @@ def add_client_services(
     named: dict[int, VoterAddress],
 ) -> None:
     """The APIs clients call, naming the controllers by ``named`` in their hints."""
-    QuorumAdminService(node, check_record=deserialize, raw_appends=settings.raw_appends, endpoints=named).add_to_server(
-        server
-    )
+    mapper = settings.tls.mapper() if settings.tls is not None else None
+    authorization = controller_authorization(controller, mapper)
+    QuorumAdminService(
+        node,
+        check_record=deserialize,
+        raw_appends=settings.raw_appends,
+        endpoints=named,
+        authorize=authorization.quorum_admin_check if authorization.enabled else None,
+    ).add_to_server(server)
     if controller is not None:
-        ControllerService(controller, settings.cluster_id, named).add_to_server(server)
+        ControllerService(controller, settings.cluster_id, named, mapper=mapper).add_to_server(server)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
+from controller.authorizer import AclOperation as Op
 from controller.requests import ReassignablePartition, ReassignableTopic
 from pykraft.api import controller_pb2 as pb
+from pykraft.authorization import Caller
 from pykraft.lifecycle_service import LifecycleServicer, RequestError, partition_results
 from quorum.errors import Errors
 
@@ -44,10 +46,15 @@ class ReassignmentServicer:
             **fields: Any,
         ) -> R: ...
 
+        async def _caller(
+            self, context: grpc.aio.ServicerContext, *, read: bool = False, controller_only: bool = True
+        ) -> Caller: ...
+
     async def AlterPartitionReassignments(
         self, request: pb.AlterPartitionReassignmentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.AlterPartitionReassignmentsResponse:
         async def call() -> pb.AlterPartitionReassignmentsResponse:
+            (await self._caller(context)).require_cluster(Op.ALTER)
             timeout = LifecycleServicer._timeout(request.timeout_ms, REASSIGNMENT_TIMEOUT_MS)
             topics = _reassignable_topics(request)
             results = await self.controller.alter_partition_reassignments(topics, timeout_ms=timeout)
@@ -81,6 +88,7 @@ class ReassignmentServicer:
         self, request: pb.ListPartitionReassignmentsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListPartitionReassignmentsResponse:
         async def call() -> pb.ListPartitionReassignmentsResponse:
+            (await self._caller(context, read=True)).require_cluster(Op.DESCRIBE)
             timeout = LifecycleServicer._timeout(request.timeout_ms, REASSIGNMENT_TIMEOUT_MS)
             topics: list[tuple[str, tuple[int, ...]]] | None = None
             if request.HasField("topics"):

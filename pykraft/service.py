@@ -3,7 +3,9 @@
 Request fields are checked here first (a message that names the field and value); Kafka's rules live in the
 controller. A node that is not the active controller answers NOT_CONTROLLER with the controller's id and endpoint.
 A broker serves it too, over its metadata image: reads from the image, writes answered NOT_CONTROLLER.
-Every request is logged as one structured event: what was asked, the result codes, the latency. The requests of
+Every request is logged as one structured event: what was asked, the result codes, the latency. With
+``authorizer.class.name`` set, every request is authorized as Kafka's ControllerApis does
+(:mod:`pykraft.authorization`), after the NOT_CONTROLLER answer of a node that is not the controller. The requests of
 a partition's life after creation, and the config requests, are in :mod:`pykraft.lifecycle_service`; partition
 reassignment in :mod:`pykraft.reassignment_service`; ACLs in :mod:`pykraft.acl_service`.
 """
@@ -18,14 +20,19 @@ from typing import Any, TypeVar
 import grpc
 import structlog
 
+from controller.authorizer import AclOperation as Op
+from controller.authorizer import ResourceType as Res
 from controller.cluster_control import Endpoint, HeartbeatRequest, RegisterBrokerRequest
-from controller.quorum_controller import NotControllerError, QuorumController
-from controller.replication_control import NewTopic
+from controller.quorum_controller import NotControllerError, QuorumController, TopicDescription
+from controller.replication_control import METADATA_TOPIC, NewTopic
+from controller.results import ApiError
 from pykraft.acl_service import AclServicer
 from pykraft.api import controller_pb2 as pb
 from pykraft.api import controller_pb2_grpc as pb_grpc
+from pykraft.authorization import OPEN, Caller, controller_authorization, creation_checks
 from pykraft.lifecycle_service import LifecycleServicer, RequestError
 from pykraft.reassignment_service import ReassignmentServicer
+from pykraft.security.principal import SslPrincipalMapper
 from quorum.errors import Errors, KafkaError
 from quorum.log.message import Uuid
 from quorum.raft.config import VoterAddress
@@ -49,10 +56,20 @@ CHATTER_APIS = frozenset(
 
 
 class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb_grpc.ControllerServicer):
-    def __init__(self, controller: QuorumController, cluster_id: str, voters: dict[int, VoterAddress]) -> None:
+    def __init__(
+        self,
+        controller: QuorumController,
+        cluster_id: str,
+        voters: dict[int, VoterAddress],
+        *,
+        mapper: SslPrincipalMapper | None = None,
+    ) -> None:
+        """``mapper``: the TLS listener's ``ssl.principal.mapping.rules`` (default: pykraft's), naming callers when
+        the controller's settings turn authorization on."""
         self.controller = controller
         self.cluster_id = cluster_id
         self.voters = voters
+        self.authorization = controller_authorization(controller, mapper)
         self._templates: dict[tuple[tuple[str, str, int], ...], pb.CreateTopicsResponse.TopicResult] = {}
         self._broker_states: dict[int, tuple[bool, bool, bool]] = {}  # the last heartbeat answer, by broker
 
@@ -63,6 +80,22 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb
         leader = self.controller.leader.leader_id
         addr = self.voters.get(leader)
         return pb.ControllerHint(controller_id=leader, controller_endpoint=f"{addr.host}:{addr.port}" if addr else "")
+
+    async def _caller(
+        self, context: grpc.aio.ServicerContext, *, read: bool = False, controller_only: bool = True
+    ) -> Caller:
+        """Who sent the request, for its authorization checks (:data:`OPEN`, allowing everything, when
+        authorization is off). A node that would answer NOT_CONTROLLER answers it first, as before (``read``:
+        a broker's image serves the request itself); ``controller_only=False`` for requests any node serves."""
+        if not self.authorization.enabled:
+            return OPEN
+        ctl = self.controller
+        if controller_only and not ctl.active and not (read and ctl.settings.serve_local_reads):
+            raise NotControllerError(
+                f"node {ctl.node_id} is not the controller; the leader is node {ctl.leader.leader_id}",
+                ctl.leader.leader_id,
+            )
+        return await self.authorization.caller(context)
 
     async def _serve(
         self,
@@ -120,6 +153,7 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb
         self, request: pb.CreateTopicsRequest, context: grpc.aio.ServicerContext
     ) -> pb.CreateTopicsResponse:
         async def call() -> pb.CreateTopicsResponse:
+            caller = await self._caller(context)
             timeout = self._timeout(request.timeout_ms)
             topics = [
                 NewTopic(
@@ -131,21 +165,38 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb
                 )
                 for t in request.topics
             ]
+            refused: list[str] = []
+            describable: set[str] | None = None  # None: every topic's configs are shown
+            if caller.enforced:
+                refused, describable = creation_checks(caller, [t.name for t in topics], METADATA_TOPIC)
+                if refused:
+                    topics = [t for t in topics if t.name not in set(refused)]
             results = await self.controller.create_topics(
                 topics, validate_only=request.validate_only, timeout_ms=timeout
             )
             out = pb.CreateTopicsResponse()
             for r in results:
                 item = out.topics.add()
-                if r.configs:
+                hidden = describable is not None and r.name not in describable and not r.error.failed
+                if r.configs and not hidden:
                     item.MergeFrom(self._configs_template(r.configs))
                 item.name = r.name
                 item.error_code = int(r.error.code)
                 item.error_message = r.error.message or ""
-                item.num_partitions = r.num_partitions
-                item.replication_factor = r.replication_factor
+                if hidden:  # Kafka's answer to a creator who may not DESCRIBE_CONFIGS the topic
+                    item.topic_config_error_code = Errors.TOPIC_AUTHORIZATION_FAILED
+                    item.num_partitions = item.replication_factor = -1
+                else:
+                    item.num_partitions = r.num_partitions
+                    item.replication_factor = r.replication_factor
                 if r.topic_id is not None:
                     item.topic_id = str(r.topic_id)
+            for name in refused:  # after the controller's results, as Kafka's ControllerApis
+                out.topics.add(
+                    name=name,
+                    error_code=Errors.TOPIC_AUTHORIZATION_FAILED,
+                    error_message=caller.denied(Op.CREATE, Res.TOPIC, name),
+                )
             return out
 
         def summarize(response: pb.CreateTopicsResponse) -> dict[str, Any]:
@@ -170,8 +221,25 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb
         self, request: pb.DescribeTopicsRequest, context: grpc.aio.ServicerContext
     ) -> pb.DescribeTopicsResponse:
         async def call() -> pb.DescribeTopicsResponse:
+            caller = await self._caller(context, read=True)
             timeout = self._timeout(request.timeout_ms)
-            described = await self.controller.describe_topics(list(request.names) or None, timeout)
+            names: list[str] | None = list(request.names) or None
+            visible: set[str] | None = None  # with authorization: the names asked for that the caller may DESCRIBE
+            if caller.enforced and names is not None:
+                visible = caller.allowed_names(Op.DESCRIBE, Res.TOPIC, names)
+                names = [n for n in names if n in visible]
+            described = await self.controller.describe_topics(names, timeout) if names is None or names else []
+            if caller.enforced and visible is None:  # every topic: those the caller may not DESCRIBE are left out
+                described = [d for d in described if caller.allowed(Op.DESCRIBE, Res.TOPIC, d.name, log_denied=False)]
+            if visible is not None and len(described) < len(request.names):
+                # Refused names keep their place; existence is not revealed (Kafka's Metadata answer).
+                found = iter(described)
+                described = [
+                    next(found)
+                    if n in visible
+                    else TopicDescription(n, None, (), (), _refused(caller.denied(Op.DESCRIBE, Res.TOPIC, n)))
+                    for n in request.names
+                ]
             fenced = {b.id for b in self.controller.cluster.brokers.committed().values() if b.fenced}
             out = pb.DescribeTopicsResponse()
             built = 0
@@ -198,7 +266,10 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb
                         adding_replicas=p.adding,
                         removing_replicas=p.removing,
                     )
-                t.configs.update(dict(d.configs))
+                if d.configs and (
+                    not caller.enforced or caller.allowed(Op.DESCRIBE_CONFIGS, Res.TOPIC, d.name, log_denied=False)
+                ):
+                    t.configs.update(dict(d.configs))
             return out
 
         return await self._serve("DescribeTopics", pb.DescribeTopicsResponse, call, names=list(request.names)[:20])
@@ -207,6 +278,8 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb
         self, request: pb.CreateSnapshotRequest, context: grpc.aio.ServicerContext
     ) -> pb.CreateSnapshotResponse:
         async def call() -> pb.CreateSnapshotResponse:
+            # Any node snapshots its own state. No Kafka RPC does this: ALTER on the CLUSTER, as operator requests.
+            (await self._caller(context, controller_only=False)).require_cluster(Op.ALTER)
             before = self.controller.raft.latest_snapshot_id()
             try:
                 async with asyncio.timeout(self._timeout(request.timeout_ms) / 1000):
@@ -232,6 +305,7 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb
         self, request: pb.DescribeClusterRequest, context: grpc.aio.ServicerContext
     ) -> pb.DescribeClusterResponse:
         async def call() -> pb.DescribeClusterResponse:
+            (await self._caller(context, read=True)).require_cluster(Op.DESCRIBE)
             brokers = await self.controller.describe_cluster(self._timeout(request.timeout_ms))
             now = int(time.monotonic() * 1000)
             # A broker's image answers too (serve_local_reads): the controller is then the leader it follows.
@@ -263,6 +337,7 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb
         self, request: pb.RegisterBrokerRequest, context: grpc.aio.ServicerContext
     ) -> pb.RegisterBrokerResponse:
         async def call() -> pb.RegisterBrokerResponse:
+            (await self._caller(context)).require_cluster(Op.CLUSTER_ACTION)
             timeout = self._timeout(request.timeout_ms)
             try:
                 incarnation = Uuid(request.incarnation_id)
@@ -293,6 +368,7 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb
 
         async def call() -> pb.BrokerHeartbeatResponse:
             nonlocal changed
+            (await self._caller(context)).require_cluster(Op.CLUSTER_ACTION)
             timeout = self._timeout(request.timeout_ms)
             reply = await self.controller.broker_heartbeat(
                 HeartbeatRequest(
@@ -331,3 +407,7 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb
             chatter=lambda: not changed,
             broker_id=request.broker_id,
         )
+
+
+def _refused(message: str) -> ApiError:
+    return ApiError(Errors.TOPIC_AUTHORIZATION_FAILED, message)

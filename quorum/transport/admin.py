@@ -10,7 +10,7 @@ its metadata log; ours stays shut unless a test or benchmark opens it for itself
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 
@@ -22,6 +22,9 @@ from quorum.transport.pb import quorum_pb2_grpc as pb_grpc
 
 DEFAULT_APPEND_TIMEOUT_MS = 5000
 RAW_APPEND_SETTING = "unsafe.raw.append.enable"
+# (context, API name) -> None when the caller may call it, else why not (CLUSTER_AUTHORIZATION_FAILED); the node
+# supplies it when authorization is on (pykraft/authorization.py): the quorum layer knows no principals or ACLs.
+AdminCheck = Callable[[grpc.aio.ServicerContext, str], Awaitable[str | None]]
 
 
 class QuorumAdminService(pb_grpc.QuorumAdminServicer):
@@ -32,6 +35,7 @@ class QuorumAdminService(pb_grpc.QuorumAdminServicer):
         *,
         raw_appends: bool = False,
         endpoints: dict[int, VoterAddress] | None = None,
+        authorize: AdminCheck | None = None,
     ) -> None:
         """``check_record`` raises ValueError for a record the log's readers could not take (the quorum layer
         knows no record format; the node process supplies the metadata record decoder). ``endpoints``: where
@@ -40,6 +44,7 @@ class QuorumAdminService(pb_grpc.QuorumAdminServicer):
         self.endpoints = endpoints
         self.check_record = check_record
         self.raw_appends = raw_appends
+        self.authorize = authorize
 
     def add_to_server(self, server: grpc.aio.Server) -> None:
         pb_grpc.add_QuorumAdminServicer_to_server(self, server)
@@ -95,6 +100,8 @@ class QuorumAdminService(pb_grpc.QuorumAdminServicer):
                 f"tests and benchmarks turn it on, with --override {RAW_APPEND_SETTING}=true",
                 leader,
             )
+        if self.authorize is not None and (denied := await self.authorize(context, "AppendRecords")):
+            return self._error(Errors.CLUSTER_AUTHORIZATION_FAILED, denied, leader)
         if not request.records:
             return self._error(Errors.INVALID_REQUEST, "records: at least one record is required", leader)
         if request.timeout_ms < 0:
@@ -136,6 +143,10 @@ class QuorumAdminService(pb_grpc.QuorumAdminServicer):
         """Batches below the high watermark as of now, read through the log's index a chunk at a time. The log may
         grow meanwhile; what is below this high watermark never changes (it is committed), so the copy is
         consistent."""
+        if self.authorize is not None and (denied := await self.authorize(context, "ExportLog")):
+            # A stream has no error field: the status carries Kafka's code name.
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"CLUSTER_AUTHORIZATION_FAILED: {denied}")
+            return
         node = self.node
         hw = node.high_watermark
         leader = node.leader_and_epoch
