@@ -197,5 +197,3 @@ async def unfenced_broker(admin: pb_grpc.ControllerStub, broker_id: int = 1) -> 
             if not beat.is_fenced:
                 return registered.broker_epoch
             await asyncio.sleep(0.02)
-
-
