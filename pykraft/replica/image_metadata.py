@@ -162,6 +162,7 @@ async def apply_image(image: ImageMetadata, manager: ReplicaManager) -> tuple[Im
         changed += manager.apply_delta(partitions, [], brokers)
         brokers = None
     changed += manager.apply_delta([], image.gone(list(manager.partitions)), brokers)
+    manager.rekey()
     release_freed_memory()  # after a snapshot load, the old image's keys were freed only now (re-keyed)
     return news, changed
 

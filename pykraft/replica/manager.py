@@ -104,6 +104,7 @@ class ReplicaManager(SessionFetching):
         # Indexes kept as metadata is applied, so that nothing per fetch walks every replica held here.
         self._by_leader: dict[int, dict[PartitionKey, Partition]] = {}  # leader -> the replicas followed from it
         self._moving: dict[PartitionKey, str] = {}  # replicas out of an ISR or reassigning -> topic
+        self._stale_keys = False  # some replica's key is a newer (equal) tuple than the maps hold: see rekey()
         self.sessions = FollowerSessions()
         self.leader_sessions = LeaderSessions()
 
@@ -144,7 +145,8 @@ class ReplicaManager(SessionFetching):
                 if self.broker_id not in m.adding:  # an original replica: it holds the partition's data already
                     p.start_log(self.config.initial_messages)
             elif p.key is not key and m.key is not None:
-                self._rekey(key, p)
+                p.key = key  # an equal tuple from a reloaded image: the maps take it in rekey()
+                self._stale_keys = True
             before = p.metadata_seen
             if p.remotes and p.changes_with(m):
                 self.leader_sessions.unpark(p)  # before: a leader that becomes a follower forgets its followers
@@ -167,18 +169,17 @@ class ReplicaManager(SessionFetching):
             self._granted = {k: v for k, v in self._granted.items() if k in self.partitions}
         return changes
 
-    def _rekey(self, key: PartitionKey, p: Partition) -> None:
-        """Hold ``p`` under ``key``, an equal tuple from a reloaded image: a dict keeps the key it was first given,
-        so the old tuple (and its topic id) would outlive the image it came from, one per replica."""
-        del self.partitions[key]
-        self.partitions[key] = p
-        if p.followed_from != NO_LEADER:
-            followed = self._by_leader[p.followed_from]
-            del followed[key]
-            followed[key] = p
-        if key in self._moving:
-            self._moving[key] = self._moving.pop(key)
-        p.key = key
+    def rekey(self) -> None:
+        """After a full read of a reloaded image: hold every replica under its own key (the new image's tuple). A
+        dict keeps the key it was first given, so the replaced image's tuples (and topic ids) would live on, one
+        per replica. The maps are rebuilt in one pass (a delete and insert per key would leave a dummy each)."""
+        if not self._stale_keys:
+            return
+        self._stale_keys = False
+        self.partitions = {p.key: p for p in self.partitions.values()}
+        self._by_leader = {leader: {p.key: p for p in ps.values()} for leader, ps in self._by_leader.items()}
+        self._moving = {self.partitions[k].key: topic for k, topic in self._moving.items() if k in self.partitions}
+        self._granted = {self.partitions[k].key: n for k, n in self._granted.items() if k in self.partitions}
 
     def _index(self, key: PartitionKey, p: Partition) -> None:
         """Keep the per-leader index of followed replicas and the replicas that move (see topics_to_watch)."""
