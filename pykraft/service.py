@@ -170,7 +170,8 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb
             if caller.enforced:
                 refused, describable = creation_checks(caller, [t.name for t in topics], METADATA_TOPIC)
                 if refused:
-                    topics = [t for t in topics if t.name not in set(refused)]
+                    skip = set(refused)
+                    topics = [t for t in topics if t.name not in skip]
             results = await self.controller.create_topics(
                 topics, validate_only=request.validate_only, timeout_ms=timeout
             )
