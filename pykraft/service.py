@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import grpc
@@ -40,6 +41,9 @@ from quorum.raft.runtime import RaftNode
 
 log = structlog.get_logger("pykraft.service")
 R = TypeVar("R")
+# The caller of the request this task serves (set by _caller, read by _serve's log line); gRPC runs each request in
+# its own task, so it never leaks into another request.
+_CALLER: ContextVar[Caller | None] = ContextVar("pykraft_caller", default=None)
 DESCRIBE_CHUNK = 2000  # partitions described between two yields to the event loop
 # Asked again and again (brokers' heartbeats, pollers, describes): their successes are per-request chatter, logged
 # at DEBUG, as is any NOT_CONTROLLER (clients try each node in turn). Requests that change state stay at INFO.
@@ -95,7 +99,9 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb
                 f"node {ctl.node_id} is not the controller; the leader is node {ctl.leader.leader_id}",
                 ctl.leader.leader_id,
             )
-        return await self.authorization.caller(context)
+        caller = await self.authorization.caller(context)
+        _CALLER.set(caller)
+        return caller
 
     async def _serve(
         self,
@@ -111,6 +117,7 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb
         so (by default: if its API is in :data:`CHATTER_APIS`), or was refused with NOT_CONTROLLER; else at INFO."""
         started = time.monotonic()
         error_code = Errors.NONE
+        _CALLER.set(None)
         try:
             response = await call()
             error_code = getattr(response, "error_code", Errors.NONE)  # a request-level error answered, not raised
@@ -123,6 +130,9 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb
         latency_ms = (time.monotonic() - started) * 1000
         if summarize is not None and error_code == Errors.NONE:
             fields.update(summarize(response))
+        caller = _CALLER.get()
+        if caller is not None:  # authorization on: who asked, for the audit trail
+            fields["principal"], fields["host"] = caller.principal, caller.host
         ok_is_chatter = name in CHATTER_APIS if chatter is None else chatter()
         quiet = error_code == Errors.NOT_CONTROLLER or (error_code == Errors.NONE and ok_is_chatter)
         (log.debug if quiet else log.info)(

@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 import pytest
 from authz_helpers import Clients, acl, controllers, grant, unfenced_broker, wait_for_leader
+from structlog.testing import capture_logs
 
 from controller.authorizer import AclOperation as Op
 from controller.authorizer import PatternType as Pat
@@ -343,7 +344,27 @@ async def test_each_api_needs_its_acl(ctx: Ctx, call: Call, needs: tuple[int, in
 
 
 async def test_denials_name_what_was_refused(ctx: Ctx) -> None:
-    r = await ctx.alice.DescribeCluster(pb.DescribeClusterRequest(), timeout=10)
+    with capture_logs() as logs:
+        r = await ctx.alice.DescribeCluster(pb.DescribeClusterRequest(), timeout=10)
+    denied = [e for e in logs if e["event"] == "authorization_denied"]
+    assert denied == [
+        {
+            "event": "authorization_denied",
+            "log_level": "info",
+            "principal": ALICE,
+            "host": "127.0.0.1",
+            "operation": "DESCRIBE",
+            "resource_type": "CLUSTER",
+            "resource_name": "kafka-cluster",
+        }
+    ]
+    [request] = [e for e in logs if e["event"] == "request"]  # the request line names who asked
+    assert (request["api"], request["error_code"], request["principal"], request["host"]) == (
+        "DescribeCluster",
+        CAF,
+        ALICE,
+        "127.0.0.1",
+    )
     assert (r.error_code, r.error_message) == (
         CAF,
         "Cluster authorization failed: principal User:alice from host 127.0.0.1 may not DESCRIBE CLUSTER kafka-cluster",
