@@ -16,7 +16,8 @@ controllers (the leader resigns).
 (``broker-<id>``) and admin client (``admin``) under ``<data-dir>/tls`` (:mod:`pykraft.security.ca`), starts every
 process with ``security.protocol=SSL`` and its own certificate (mutual TLS everywhere), and writes
 ``tls/admin.properties`` for the admin tools' ``--command-config``; its own checks, and ``describe`` of the data
-directory, use it.
+directory, use it. The controllers then authorize every request (Kafka's StandardAuthorizer); ``admin``, the
+brokers and the controllers are ``super.users``, any other principal needs ACLs.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ DEFAULT_PORTS = (9091, 9092, 9093)
 LOGS_DIR = "logs"  # each process's output: logs/controller-1.out, logs/broker-101.out
 TLS_DIR = "tls"  # with --tls: the CA, every process's certificate and key, admin.properties
 ADMIN_PROPERTIES = "admin.properties"
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"  # with --tls: ACLs enforced
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -264,8 +266,11 @@ def up(args: argparse.Namespace) -> int:
     def tls_options(name: str) -> list[str]:  # every process is started with its own certificate
         if not certs:
             return []
-        # The cluster's own principals are super users (as in Kafka's setups): ACLs are for everyone else.
+        # The controllers authorize every request; the cluster's own principals are super users (as in Kafka's
+        # setups): ACLs are for everyone else.
         props = {**certs[name].properties(), "super.users": ";".join(f"User:{p}" for p in sorted(certs))}
+        if name.startswith("controller-"):
+            props["authorizer.class.name"] = AUTHORIZER
         return [a for k, v in props.items() for a in ("--override", f"{k}={v}")]
 
     controllers = []

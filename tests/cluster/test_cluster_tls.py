@@ -176,3 +176,22 @@ async def test_a_fetch_must_come_with_its_replicas_certificate(data_dir: Path, b
         # DescribeReplicas stays open to any certificate of the cluster's (reassign-partitions --verify asks it).
         described = await stub.DescribeReplicas(broker_pb2.DescribeReplicasRequest(), timeout=5)
         assert described.broker_id == 101
+
+
+def test_other_principals_need_acls(data_dir: Path, bootstrap: str) -> None:
+    """The controllers authorize requests: a certificate for alice from the cluster's CA is refused until an ACL
+    lets her create the topic (admin, a super user, adds it)."""
+    tls_dir = data_dir / TLS_DIR
+    alice = ensure_cluster_certificates(tls_dir, ["alice"])["alice"]  # the same CA: the others are kept as they are
+    config = data_dir.parent / "alice.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in alice.properties().items()))
+    create = ["topics", "--bootstrap-server", bootstrap, "--command-config", str(config), "--create", "--topic", "pay"]
+    refused = pykraft(*create)
+    assert refused.returncode == 1 and "Topic authorization failed: principal User:alice" in refused.stderr, refused
+    added = pykraft(
+        "acls", "--bootstrap-server", bootstrap, "--command-config", str(tls_dir / ADMIN_PROPERTIES),
+        "--add", "--allow-principal", "User:alice", "--operation", "Create", "--topic", "pay",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    allowed = pykraft(*create)
+    assert (allowed.returncode, allowed.stdout.strip()) == (0, "Created topic pay."), allowed.stderr
