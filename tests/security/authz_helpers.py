@@ -65,13 +65,16 @@ class Node:
 
 @asynccontextmanager
 async def controllers(
-    tmp_path: Path, certs: dict[str, CertFiles], size: int = 1, **kw: object
+    tmp_path: Path, certs: dict[str, CertFiles], size: int = 1, *, mapping_rules: str | None = None, **kw: object
 ) -> AsyncIterator[dict[int, Node]]:
-    """``size`` voters; stopped (servers included) on the way out."""
+    """``size`` voters (``kw``: their ControllerSettings); stopped (servers included) on the way out."""
     ports = free_ports(2 * size)
     voters = {i + 1: VoterAddress(i + 1, "127.0.0.1", ports[i]) for i in range(size)}
     server_tls = TlsSettings(
-        certificate=certs["controller-1"].certificate, key=certs["controller-1"].key, ca=certs["controller-1"].ca
+        certificate=certs["controller-1"].certificate,
+        key=certs["controller-1"].key,
+        ca=certs["controller-1"].ca,
+        principal_mapping_rules=mapping_rules,
     )
     nodes: dict[int, Node] = {}
     async with AsyncExitStack() as stack:

@@ -492,3 +492,20 @@ async def test_switch_off_authorizes_nothing(tmp_path: Path, certs: dict[str, Ce
             assert r.topics[0].error_code == 0 and r.topics[0].configs  # ACLs exist, but nothing is enforced
         finally:
             await clients.close()
+
+
+async def test_a_certificate_no_mapping_rule_takes_is_refused(tmp_path: Path, certs: dict[str, CertFiles]) -> None:
+    """Kafka closes a connection whose certificate DN no ssl.principal.mapping.rules rule takes: the call ends
+    UNAUTHENTICATED before anything is authorized."""
+    async with controllers(tmp_path, certs, mapping_rules="RULE:^CN=admin$/admin/") as nodes:
+        node = await wait_for_leader(nodes)
+        clients = Clients(certs, node.client_port)
+        try:
+            request = pb.DescribeClusterRequest()
+            assert (await clients.stub("admin").DescribeCluster(request, timeout=10)).error_code == 0
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await clients.stub("alice").DescribeCluster(request, timeout=10)
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert "no principal for the client certificate" in (refused.value.details() or "")
+        finally:
+            await clients.close()
