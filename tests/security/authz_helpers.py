@@ -31,7 +31,10 @@ from quorum.raft.runtime import RaftNode
 from quorum.transport.admin import QuorumAdminService
 from quorum.transport.pb import quorum_pb2_grpc as qpb_grpc
 
-FAST = RaftConfig(election_timeout_ms=50, fetch_timeout_ms=200, request_timeout_ms=200)
+FAST = RaftConfig(election_timeout_ms=50, fetch_timeout_ms=200, request_timeout_ms=200)  # one voter: nobody to wait for
+# Several voters on a loaded machine: a follower waits well past the leader's longest fetch wait before it stands, so
+# the leader a test found stays the leader until the test stops it.
+STEADY = RaftConfig(election_timeout_ms=300, fetch_timeout_ms=1500, request_timeout_ms=500, fetch_max_wait_ms=100)
 PRINCIPALS = ["controller-1", "alice", "bob", "admin"]
 
 
@@ -65,7 +68,13 @@ class Node:
 
 @asynccontextmanager
 async def controllers(
-    tmp_path: Path, certs: dict[str, CertFiles], size: int = 1, *, mapping_rules: str | None = None, **kw: object
+    tmp_path: Path,
+    certs: dict[str, CertFiles],
+    size: int = 1,
+    *,
+    mapping_rules: str | None = None,
+    raft_config: RaftConfig = FAST,
+    **kw: object,
 ) -> AsyncIterator[dict[int, Node]]:
     """``size`` voters (``kw``: their ControllerSettings); stopped (servers included) on the way out."""
     ports = free_ports(2 * size)
@@ -87,7 +96,7 @@ async def controllers(
                 cluster_id="authz",
                 log=metadata_log,
                 store=QuorumStateStore(metadata_log.dir),
-                config=FAST,
+                config=raft_config,
                 faults=faults,
             )
             controller = QuorumController(node_id, raft, settings(**kw), faults)

@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from authz_helpers import Clients, acl, controllers, grant, wait_for_leader
+from authz_helpers import STEADY, Clients, acl, controllers, grant, wait_for_leader
 
 from controller.authorizer import CLUSTER_NAME, AuthorizationResult
 from controller.authorizer import AclOperation as Op
@@ -34,7 +34,7 @@ async def codes(clients: Clients, who: str) -> tuple[int, int]:
 
 
 async def test_a_new_controller_enforces_the_same_acls(tmp_path: Path, certs: dict[str, CertFiles]) -> None:
-    async with controllers(tmp_path, certs, size=3) as nodes:
+    async with controllers(tmp_path, certs, size=3, raft_config=STEADY) as nodes:
         leader = await wait_for_leader(nodes)
         clients = {n: Clients(certs, node.client_port) for n, node in nodes.items()}
         try:
