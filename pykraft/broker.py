@@ -58,6 +58,7 @@ from quorum.fault import FaultHandler, LoggingFaultHandler, ProcessTerminatingFa
 from quorum.log.log import LogConfig, LogCorruptionError
 from quorum.log.message import Uuid
 from quorum.log.meta_properties import META_PROPERTIES, StorageIdentityError, read_properties
+from quorum.memory import release_periodically
 from quorum.raft.config import RaftConfig, VoterAddress, parse_voters
 
 if TYPE_CHECKING:
@@ -479,11 +480,19 @@ async def _main(args: argparse.Namespace, settings: ObserverSettings | None, tls
             if observer is not None:
                 observer.start()  # catching up starts now, before registering
             loop.add_signal_handler(signal.SIGUSR1, lambda: agent.data_plane.set_paused(not agent.data_plane.paused))
-            await agent.run(stop)
+            releasing = spawn(release_periodically(), name="memory-release", on_error=_release_failed)
+            try:
+                await agent.run(stop)
+            finally:
+                releasing.cancel()
         finally:
             if observer is not None:
                 await observer.close()
     return 0
+
+
+def _release_failed(e: BaseException) -> None:  # not fatal: the broker only keeps its free pages
+    log.warning("memory_release_failed", error=f"{type(e).__name__}: {e}")
 
 
 def run(args: argparse.Namespace) -> int:

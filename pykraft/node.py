@@ -41,6 +41,7 @@ from quorum.fault import ProcessTerminatingFaultHandler, spawn
 from quorum.log.log import PREALLOCATE_CHUNK, LogConfig, LogCorruptionError, MetadataLog
 from quorum.log.meta_properties import DirectoryLock, StorageIdentityError, ensure_meta_properties, read_properties
 from quorum.log.quorum_state import QuorumStateStore
+from quorum.memory import release_periodically
 from quorum.raft.config import RaftConfig, VoterAddress, parse_voters
 from quorum.raft.runtime import RaftNode
 from quorum.transport.admin import RAW_APPEND_SETTING, QuorumAdminService
@@ -376,7 +377,9 @@ async def serve(
         stop.set()
 
     task = spawn(companion(node), name="companion", on_error=companion_failed) if companion is not None else None
+    releasing = spawn(release_periodically(), name="memory-release", on_error=_release_failed)
     await stop.wait()
+    releasing.cancel()
     if task is not None:
         task.cancel()
     log.info("node_stopping", role=node.core.role.name if node.core else "?")
@@ -389,6 +392,10 @@ async def serve(
     lock.release()
     log.info("node_stopped")
     return 1 if failed else 0
+
+
+def _release_failed(e: BaseException) -> None:  # not fatal: the node only keeps its free pages
+    log.warning("memory_release_failed", error=f"{type(e).__name__}: {e}")
 
 
 def add_client_services(
