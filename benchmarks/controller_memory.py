@@ -12,6 +12,9 @@ Three phases, each in a fresh process so one's heap does not flatter another's:
   committed state is written as a snapshot file, as a controller's Snapshotter writes it.
 - standby: a fresh controller replays that log through ``handle_commit``, as a standby (or a broker's image) does.
 - snapshot: a fresh controller loads the snapshot (``handle_load_snapshot``).
+- broker: a broker's image loads the snapshot, then its data plane's replicas of broker 0 are built from the image
+  (the RSS growth of that alone, per partition of the cluster), then the snapshot is installed again and the
+  replicas read again, as a broker behind the leader's log start does (the RSS it leaves afterwards).
 
 Each prints its resident memory growth (RSS after a full collection, minus RSS before the first topic) per
 partition; the objects the garbage collector tracks per partition (frozen ones included); with ``--trace``,
@@ -281,12 +284,48 @@ def run_snapshot(work: Path, trace: bool) -> dict[str, Any]:
     return result
 
 
+async def run_broker(work: Path, trace: bool) -> dict[str, Any]:
+    """A broker's data plane beside its image: the image loads the snapshot (as a new broker's does), then the
+    replicas of broker 0 are built from it (pykraft.replica.image_metadata.apply_image); then the snapshot is loaded
+    again, as a broker that fell behind the leader's log start installs one, and the replicas are read again."""
+    from pykraft.replica.image_metadata import ImageMetadata, apply_image
+    from pykraft.replica.manager import ReplicaManager
+    from pykraft.replica.partition import ReplicaConfig
+
+    gc_pauses.install()
+    path = next(work.glob("*.checkpoint"))
+    image = QuorumController(4, BenchRaft(4), settings())
+    with SnapshotFile.open(path) as file:
+        image.handle_load_snapshot(FileSnapshotReader(file))
+    created = len(image.replication.partitions.committed())
+    epoch = image.cluster.brokers.committed()[0].epoch
+    heap = Heap(trace)
+    manager = ReplicaManager(0, ReplicaConfig(), clock=lambda: 0, broker_epoch=lambda: epoch)
+    metadata = ImageMetadata(image, 0)
+    started = time.perf_counter()
+    await apply_image(metadata, manager)
+    result: dict[str, Any] = {"partitions": created, "replicas": len(manager.partitions)}
+    result["replicas_per_s"] = len(manager.partitions) / (time.perf_counter() - started)
+    heap.growth(created, result)
+    before = rss()
+    started = time.perf_counter()
+    with SnapshotFile.open(path) as file:
+        image.handle_load_snapshot(FileSnapshotReader(file))
+    await apply_image(metadata, manager)
+    result["install_seconds"] = time.perf_counter() - started
+    gc.collect()
+    result["install_rss_bytes_per_partition"] = (rss() - before) / created
+    return result
+
+
 def phase(args: argparse.Namespace) -> None:
     work = Path(args.dir)
     if args.phase == "active":
         result = asyncio.run(run_active(work, args.partitions, args.topics_per_request, args.fence, args.trace))
     elif args.phase == "standby":
         result = run_standby(work, args.trace)
+    elif args.phase == "broker":
+        result = asyncio.run(run_broker(work, args.trace))
     else:
         result = run_snapshot(work, args.trace)
     print(json.dumps(result))
@@ -301,7 +340,7 @@ def main() -> None:
     )
     parser.add_argument("--trace", action="store_true", help="tracemalloc: Python's bytes and the top sites (slow)")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--phase", choices=("active", "standby", "snapshot"), help=argparse.SUPPRESS)
+    parser.add_argument("--phase", choices=("active", "standby", "snapshot", "broker"), help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.phase:
@@ -309,7 +348,7 @@ def main() -> None:
         return
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="controller-memory-") as work:
-        for name in ("active", "standby", "snapshot"):
+        for name in ("active", "standby", "snapshot", "broker"):
             command = [sys.executable, __file__, "--phase", name, "--dir", work, "--partitions", str(args.partitions)]
             command += ["--topics-per-request", str(args.topics_per_request), "--fence", str(args.fence)]
             command += ["--trace"] if args.trace else []
@@ -318,6 +357,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
+    broker = results.pop("broker")
     for name, r in results.items():
         rate = (
             f"{r['partitions_per_s']:,.0f} partitions/s created"
@@ -333,6 +373,14 @@ def main() -> None:
         )
         for line in r.get("top_sites", ()):
             print("    " + line)
+    print(
+        f"broker   {broker['replicas']:>9,} replicas of {broker['partitions']:,} partitions beside its image: "
+        f"{broker['rss_bytes_per_partition']:6.0f} B/partition RSS; {broker['replicas_per_s']:,.0f} replicas/s built; "
+        f"a snapshot installed and read again: {broker['install_seconds']:.2f} s, RSS "
+        f"{broker['install_rss_bytes_per_partition']:+.0f} B/partition afterwards"
+    )
+    for line in broker.get("top_sites", ()):
+        print("    " + line)
 
 
 if __name__ == "__main__":
