@@ -43,8 +43,16 @@ from controller.config_control import ConfigControl
 from controller.configs import TOPIC_RESOURCE
 from controller.departures import DEPARTURE_CHUNK_PARTITIONS, BrokerDepartures
 from controller.event_queue import Event, EventQueue, relay
+from controller.mutation_quota import ControllerMutationQuotas
 from controller.placement import PLACERS
 from controller.purgatory import Purgatory
+from controller.quota_control import (
+    AlterQuotaResult,
+    DescribeQuotasResult,
+    FilterComponent,
+    QuotaAlteration,
+    QuotaControl,
+)
 from controller.records import (
     BeginTransactionRecord,
     DecodeError,
@@ -185,6 +193,8 @@ class QuorumController:
         # Kafka's StandardAuthorizer over the committed ACLs (AclControl.publish keeps it so), for the service layer.
         self.authorizer = StandardAuthorizer(self.settings.super_users, self.settings.allow_everyone_if_no_acl_found)
         self._fresh_state()
+        # KIP-599's buckets: this node's memory, over the committed quotas (controller/mutation_quota.py).
+        self.mutation_quotas = ControllerMutationQuotas(lambda entity, key: self.quotas.lookup(entity, key))
         queue_failed = fault_message("running the controller's event queue", None)
         self.queue = EventQueue(f"controller-{node_id}", lambda e: self.faults.handle_fault(queue_failed, e))
         self.purgatory = Purgatory()
@@ -218,6 +228,7 @@ class QuorumController:
         chunk = self.settings.departure_chunk_partitions
         self.departures = BrokerDepartures(self.cluster, self.replication.elections, chunk)
         self.acls = AclControl(self.timeline)
+        self.quotas = QuotaControl(self.timeline)
         # Timeline state like the rest: a renounce must forget an uncommitted activation, or it is never rewritten.
         self._features: TimelineDict[str, int] = TimelineDict(self.timeline)
 
@@ -230,7 +241,16 @@ class QuorumController:
         (a follower reloading during a run of elections grew past 4 GB)."""
         self.timeline.forget()  # its pending changes name the old maps
         r = self.replication
-        owners = (self, self.cluster, self.configs, r, r.reassignments, r.elections, self.acls)  # of state maps
+        owners = (
+            self,
+            self.cluster,
+            self.configs,
+            r,
+            r.reassignments,
+            r.elections,
+            self.acls,
+            self.quotas,
+        )  # of state maps
         for owner in owners:
             for value in vars(owner).values():
                 if isinstance(value, TimelineDict):
@@ -564,6 +584,7 @@ class QuorumController:
         self.cluster.replay(record)
         self.replication.replay(record, offset)
         self.acls.replay(record)
+        self.quotas.replay(record)
 
     async def _submit(self, name: str, run: Callable[[], Any], timeout_ms: int | None) -> Any:
         started = time.monotonic()
@@ -809,6 +830,28 @@ class QuorumController:
     ) -> DescribeAclsResult:
         describe = self.acls.describe_acls
         return await self._submit("describeAcls", lambda: self._read(lambda: describe(acl_filter)), timeout_ms)
+
+    # -- client quotas (controller/quota_control.py) ---------------------------------------------------------
+
+    async def alter_client_quotas(
+        self, alterations: list[QuotaAlteration], validate_only: bool = False, *, timeout_ms: int | None = 30_000
+    ) -> list[AlterQuotaResult]:
+        def generate() -> ControllerResult[list[AlterQuotaResult]]:
+            result = self.quotas.alter_client_quotas(alterations)
+            return ControllerResult([], result.response) if validate_only else result
+
+        def run() -> Any:
+            return self._write(generate)
+
+        return await self._submit("alterClientQuotas", run, timeout_ms)
+
+    async def describe_client_quotas(
+        self, components: list[FilterComponent], strict: bool, *, timeout_ms: int | None = 30_000
+    ) -> DescribeQuotasResult:
+        describe = self.quotas.describe_client_quotas
+        return await self._submit(
+            "describeClientQuotas", lambda: self._read(lambda: describe(components, strict)), timeout_ms
+        )
 
 
 _PERIODIC = ("broker-departures", "noop", "balance-leaders", "elect-unclean-leaders")

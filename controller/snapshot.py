@@ -5,9 +5,9 @@ SnapshotGenerator's policy) and loading them back.
   tuples, ints), so shallow copies are a consistent image however the live maps change afterwards; the copy is
   the only work done synchronously (dict.copy: ~25 ms per million partitions, measured here).
 - :meth:`ImageCapture.records` writes the image as records in Kafka's order: features (metadata.version first),
-  brokers, each topic followed by its partitions, configs, ACLs (Kafka's AclsImage comes after the images of quotas
-  and producer ids, which this controller does not keep). Derived indexes (names, collisions, moving partitions)
-  are not written: replay rebuilds them.
+  brokers, each topic followed by its partitions, configs, client quotas, ACLs (Kafka's AclsImage comes after the
+  images of quotas and of producer ids, which this controller does not keep). Derived indexes (names, collisions,
+  moving partitions) are not written: replay rebuilds them.
 - :class:`Snapshotter` is the policy (Kafka's SnapshotGenerator), on the active controller and on standbys alike:
   after ``metadata.log.max.record.bytes.between.snapshots`` of committed batches, or
   ``metadata.log.max.snapshot.interval.ms`` after the last snapshot, it captures the image and writes it in
@@ -39,6 +39,7 @@ from controller.acl_control import acl_record
 from controller.authorizer import StandardAcl
 from controller.cluster_control import BrokerRegistration, supported_features
 from controller.partition_change import PartitionRegistration
+from controller.quota_control import Entity, quota_records
 from controller.records import (
     BrokerEndpoint,
     ConfigRecord,
@@ -83,6 +84,7 @@ class ImageCapture:
     partitions: dict[tuple[Uuid, int], PartitionRegistration]
     configs: dict[tuple[int, str], tuple[tuple[str, str], ...]]
     acls: dict[Uuid, StandardAcl] = field(default_factory=dict)
+    quotas: dict[Entity, tuple[tuple[str, float], ...]] = field(default_factory=dict)
 
     def records(self) -> Iterator[ApiMessage]:
         """The whole image as metadata records, in Kafka's MetadataImage.write order."""
@@ -107,6 +109,8 @@ class ImageCapture:
         for (resource_type, resource_name), items in self.configs.items():
             for name, value in items:
                 yield ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=name, value=value)
+        for entity, values in self.quotas.items():  # Kafka's ClientQuotasImage: after the configs, before ACLs
+            yield from quota_records(entity, values)
         for acl_id, acl in self.acls.items():  # in the order they were created (dict order), ids kept
             yield acl_record(acl_id, acl)
 
@@ -161,6 +165,7 @@ def capture(controller: QuorumController) -> ImageCapture:
         replication.partitions.committed().copy(),
         replication.configs.committed().copy(),
         controller.acls.acls.committed().copy(),
+        controller.quotas.quotas.committed().copy(),
     )
 
 

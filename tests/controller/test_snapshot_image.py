@@ -31,6 +31,7 @@ from controller.quorum_controller import ControllerSettings, QuorumController, R
 from controller.records import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     NoOpRecord,
@@ -80,6 +81,7 @@ STATE_MAPS = {
     "reassignments.moving",
     "acls.acls",
     "acls.ids_by_acl",
+    "quotas.quotas",
 }
 
 
@@ -99,6 +101,7 @@ def image_state(ctl: QuorumController) -> dict[str, Any]:
         "configs": dict(ctl.configs.configs.committed()),
         "acls": dict(ctl.acls.acls.committed()),
         "ids_by_acl": dict(ctl.acls.ids_by_acl.committed()),
+        "quotas": dict(ctl.quotas.quotas.committed()),
         "authorizer": sorted(ctl.authorizer),  # fed from the committed ACLs: the same wherever they came from
     }
 
@@ -135,7 +138,7 @@ def catch_up(ctl: QuorumController, log: SharedLog) -> None:
 
 def check_order(records: list[ApiMessage]) -> None:
     """Kafka's MetadataImage.write order: metadata.version first, features, brokers, each topic before its
-    partitions (contiguous), configs, then ACLs last."""
+    partitions (contiguous), configs, client quotas, then ACLs last."""
     sections = {
         FeatureLevelRecord: 0,
         ZkMigrationStateRecord: 1,
@@ -143,7 +146,8 @@ def check_order(records: list[ApiMessage]) -> None:
         TopicRecord: 3,
         PartitionRecord: 3,
         ConfigRecord: 4,
-        AccessControlEntryRecord: 5,
+        ClientQuotaRecord: 5,
+        AccessControlEntryRecord: 6,
     }
     assert isinstance(records[0], FeatureLevelRecord) and records[0].name == "metadata.version"
     order = [sections[type(r)] for r in records]
@@ -316,6 +320,7 @@ async def test_image_state_covers_every_map(log: SharedLog) -> None:
         "reassignments": ctl.replication.reassignments,
         "elections": ctl.replication.elections,
         "acls": ctl.acls,
+        "quotas": ctl.quotas,
     }
     found = {
         f"{owner}.{name}"
