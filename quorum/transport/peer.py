@@ -20,6 +20,10 @@ a response, or that only a voter may send (Vote, BeginQuorumEpoch, EndQuorumEpoc
 message reaches the core. Refusals end the stream with PERMISSION_DENIED. Outbound, ``server_name`` is the name the
 peer's certificate must carry (gRPC checks it instead of the dialled host), so a process with another node's
 certificate at a voter's address is not taken for that voter.
+
+Hostile input is bounded (the constants below say why each size): gRPC refuses messages over MAX_MESSAGE_BYTES with
+RESOURCE_EXHAUSTED; a connection holds MAX_STREAMS_PER_CONNECTION calls and a listener MAX_CONNECTIONS connections;
+inbound streams that have sent nothing yet, and non-voters' streams, are capped, the stalest ended to make room.
 """
 
 from __future__ import annotations
@@ -46,7 +50,31 @@ from quorum.transport.convert import from_proto, to_proto
 from quorum.transport.pb import quorum_pb2 as pb
 from quorum.transport.pb import quorum_pb2_grpc as pb_grpc
 
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # a full 8 MiB fetch plus headroom
+# Message size limits, set deliberately (gRPC's default receive limit is 4 MiB, its send limit unbounded). The
+# largest legitimate message on a node's listener is a Raft FetchResponse or FetchSnapshotResponse: up to
+# RaftConfig.fetch_max_bytes (8 MiB, Kafka's MAX_FETCH_SIZE_BYTES) of records — and a single batch may reach
+# max_batch_bytes (8 MiB) on its own — plus a few dozen bytes of header. The quorum admin's AppendRecords carries at
+# most one such batch, a CreateTopics of 10,000 topics with explicit 3-replica assignments is ~0.5 MiB, and ExportLog
+# chunks default to 4 MiB. 16 MiB is twice the largest of them; anything bigger is refused by gRPC itself with
+# RESOURCE_EXHAUSTED before a byte of it reaches Python.
+RAFT_FETCH_MAX_BYTES = 8 * 1024 * 1024
+MAX_MESSAGE_BYTES = 2 * RAFT_FETCH_MAX_BYTES
+# Slowloris bounds. A connection holds at most this many open calls (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS): a
+# peer uses one, an admin client a handful (the scale benchmark has 4 CreateTopics in flight); a client that opens
+# more waits for a slot on its side instead of costing the server. 100 is HTTP/2's recommended minimum.
+MAX_STREAMS_PER_CONNECTION = 100
+# Connections a listener accepts at once: 3-5 voters, one or two per broker (hundreds at most), admin tools. Beyond
+# it new connections are refused, so idle connections cost at most this many x the streams above.
+MAX_CONNECTIONS = 4096
+# A connection that has not finished its HTTP/2 (and TLS) handshake by then is closed (gRPC's default: 120 s).
+HANDSHAKE_TIMEOUT_MS = 10_000
+# Inbound peer streams that have not sent their first message yet. A real peer's stream may stay silent for long (a
+# leader sends a follower nothing between elections), so there is no deadline; instead, at this many the oldest is
+# ended to make room: an idle stranger costs a bounded amount, and a real peer whose stream is ended reconnects.
+PENDING_STREAM_LIMIT = 64
+# Inbound streams of non-voters (brokers' observers) at once, one per node id; at the limit the one silent longest is
+# ended (a live observer fetches all the time). Voters' streams are never counted nor ended for room.
+OBSERVER_STREAM_LIMIT = 1024
 QUEUE_LIMIT = 512  # messages waiting per stream
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -61,9 +89,12 @@ CHANNEL_OPTIONS = [
     ("grpc.http2.max_pings_without_data", 0),
     ("grpc.keepalive_permit_without_calls", 1),
 ]
-SERVER_OPTIONS = [
+SERVER_OPTIONS = [  # every node listener (peers, quorum admin, Controller service) and the brokers' listener
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
+    ("grpc.max_allowed_incoming_connections", MAX_CONNECTIONS),
+    ("grpc.server_handshake_timeout_ms", HANDSHAKE_TIMEOUT_MS),
     ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.so_reuseport", 0),
@@ -119,6 +150,9 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
         self._inbound: dict[int, asyncio.Queue[pb.PeerMessage | None]] = {}
         self.dropped = 0
         self.refused = 0  # inbound streams ended by secure()'s checks
+        self.streams_ended = 0  # inbound streams ended to stay within PENDING_STREAM_LIMIT / OBSERVER_STREAM_LIMIT
+        self._pending: dict[int, _Inbound] = {}  # inbound streams with no message yet, oldest first
+        self._observers: dict[int, _Inbound] = {}  # non-voters' inbound streams, by node id
         self.channel_credentials: grpc.ChannelCredentials | None = None
         self.server_name: Callable[[int], str] | None = None
         self._authenticate: Authenticate | None = None
@@ -178,12 +212,15 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
             except PeerRefused as e:
                 await self._refuse(context, str(e))
         queue: asyncio.Queue[pb.PeerMessage | None] = asyncio.Queue(QUEUE_LIMIT)
+        stream = _Inbound(queue)
         source: list[int] = []
         refused: list[str] = []
+        self._admit_pending(stream)
 
         async def read() -> None:
             try:
                 async for msg in request_iterator:
+                    stream.last_active = time.monotonic()
                     if identity is not None:
                         # Checked before anything else: a stream claiming another node must not even take over
                         # the queue our responses to that node go to.
@@ -197,11 +234,7 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
                             return
                     if not source:
                         source.append(msg.source)
-                        old = self._inbound.get(msg.source)
-                        self._inbound[msg.source] = queue
-                        if old is not None:
-                            with contextlib.suppress(asyncio.QueueFull):
-                                old.put_nowait(None)
+                        self._identified(stream, msg.source)
                     if identity is None:
                         try:
                             env = from_proto(msg, self.node_id)
@@ -215,20 +248,71 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
 
         name = f"peer-inbound-{self.node_id}"
         reader = spawn(read(), name=name, on_error=lambda e: self.on_fault("reading an inbound peer stream", e))
+        stream.reader = reader
         try:
-            while (item := await queue.get()) is not None:
+            while (item := await queue.get()) is not None and stream.ended is None:
                 yield item
         finally:
             reader.cancel()
-            if source and self._inbound.get(source[0]) is queue:
-                del self._inbound[source[0]]
+            self._pending.pop(id(stream), None)
+            if source:
+                if self._inbound.get(source[0]) is queue:
+                    del self._inbound[source[0]]
+                if self._observers.get(source[0]) is stream:
+                    del self._observers[source[0]]
         if refused:
             await self._refuse(context, refused[0])
+        if stream.ended is not None:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, stream.ended)
+
+    def _admit_pending(self, stream: _Inbound) -> None:
+        """Count a new inbound stream as pending (no message yet), ending the oldest pending one at the limit."""
+        if len(self._pending) >= PENDING_STREAM_LIMIT:
+            oldest = self._pending.pop(next(iter(self._pending)))
+            self.streams_ended += 1
+            oldest.end(f"{PENDING_STREAM_LIMIT} peer streams were open without sending anything; this was the oldest")
+        self._pending[id(stream)] = stream
+
+    def _identified(self, stream: _Inbound, source: int) -> None:
+        """``stream`` sent its first message, as ``source``: it becomes the stream our responses to it go to."""
+        self._pending.pop(id(stream), None)
+        old = self._inbound.get(source)
+        self._inbound[source] = stream.queue
+        if old is not None:
+            with contextlib.suppress(asyncio.QueueFull):
+                old.put_nowait(None)
+        if source in self._voters:
+            return
+        self._observers.pop(source, None)  # its old stream, just ended
+        if len(self._observers) >= OBSERVER_STREAM_LIMIT:
+            silent = min(self._observers, key=lambda n: self._observers[n].last_active)
+            self.streams_ended += 1
+            self._observers.pop(silent).end(
+                f"{OBSERVER_STREAM_LIMIT} non-voters had peer streams open; node {silent}'s was silent longest"
+            )
+        self._observers[source] = stream
 
     async def _refuse(self, context: grpc.aio.ServicerContext, reason: str) -> None:
         self.refused += 1
         log.warning("peer_refused", peer=context.peer(), reason=reason)
         await context.abort(grpc.StatusCode.PERMISSION_DENIED, reason)
+
+
+class _Inbound:
+    """One inbound stream: its response queue, and what ending it from outside needs."""
+
+    def __init__(self, queue: asyncio.Queue[pb.PeerMessage | None]) -> None:
+        self.queue = queue
+        self.last_active = time.monotonic()
+        self.reader: asyncio.Task[None] | None = None
+        self.ended: str | None = None  # why it was ended to make room (the caller hears RESOURCE_EXHAUSTED)
+
+    def end(self, reason: str) -> None:
+        self.ended = reason
+        if self.reader is not None:
+            self.reader.cancel()  # its finally wakes the stream's response loop
+        with contextlib.suppress(asyncio.QueueFull):
+            self.queue.put_nowait(None)
 
 
 class _PeerClient:

@@ -1,0 +1,52 @@
+"""Message size limits on a live node's listener: a request over MAX_MESSAGE_BYTES is refused by gRPC with
+RESOURCE_EXHAUSTED (on a unary call and on the peer stream), never read into Python, and the node goes on serving;
+one just under the limit gets through to the service."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import pytest
+from hostile_helpers import live_node
+
+from pykraft.api import controller_pb2 as cpb
+from pykraft.api import controller_pb2_grpc as cpb_grpc
+from quorum.transport.pb import quorum_pb2 as qpb
+from quorum.transport.pb import quorum_pb2_grpc as qpb_grpc
+from quorum.transport.peer import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES, SERVER_OPTIONS
+
+BIG = [("grpc.max_send_message_length", 4 * MAX_MESSAGE_BYTES)]  # the client may send more than the node takes
+
+
+def test_every_listener_sets_its_limits_explicitly() -> None:
+    for options in (SERVER_OPTIONS, CHANNEL_OPTIONS):
+        names = dict(options)
+        assert names["grpc.max_receive_message_length"] == MAX_MESSAGE_BYTES
+        assert names["grpc.max_send_message_length"] == MAX_MESSAGE_BYTES
+    names = dict(SERVER_OPTIONS)
+    assert {"grpc.max_concurrent_streams", "grpc.max_allowed_incoming_connections"} <= names.keys()
+
+
+async def test_oversized_requests_get_resource_exhausted(tmp_path: Path) -> None:
+    async with live_node(tmp_path) as live, grpc.aio.insecure_channel(live.address, options=BIG) as channel:
+        controller = cpb_grpc.ControllerStub(channel)
+        name = "x" * (MAX_MESSAGE_BYTES + 1)
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await controller.CreateTopics(cpb.CreateTopicsRequest(topics=[cpb.CreateTopicsRequest.Topic(name=name)]))
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value
+
+        admin = qpb_grpc.QuorumAdminStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await admin.AppendRecords(qpb.AppendRecordsRequest(records=[b"\0" * (MAX_MESSAGE_BYTES + 1)]))
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value
+
+        call = qpb_grpc.QuorumPeerStub(channel).Exchange()
+        records = b"\0" * (MAX_MESSAGE_BYTES + 1)
+        await call.write(qpb.PeerMessage(source=7, fetch_response=qpb.FetchResponse(records=records)))
+        assert await call.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+        # Just under the limit reaches the service, which answers (raw appends are off on this node).
+        response = await admin.AppendRecords(qpb.AppendRecordsRequest(records=[b"\0" * (MAX_MESSAGE_BYTES - 1024)]))
+        assert response.error_code != 0 and len(response.error_message) < 1000, response.error_message[:200]
+        assert await live.serves(channel) and live.healthy
