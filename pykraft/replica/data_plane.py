@@ -63,7 +63,7 @@ from pykraft.security.tls import ClientAuth, ReloadingServerCredentials, TlsSett
 from quorum.errors import Errors, KafkaError
 from quorum.fault import FaultHandler, fault_message, spawn
 from quorum.log.message import Uuid
-from quorum.transport.peer import SERVER_OPTIONS
+from quorum.transport.peer import MAX_MESSAGE_BYTES, SERVER_OPTIONS
 
 log = structlog.get_logger("pykraft.replica")
 
@@ -72,8 +72,10 @@ MIN_REFRESH_GAP_S = 0.1  # metadata polls asked for by stale answers come at mos
 IMAGE_POLL_INTERVAL_S = 0.1  # how often the local image is looked at (a few integer compares when unchanged)
 IMAGE_REBUILD_SHARE = 0.2  # at most this share of the loop's time goes to rebuilding from the image
 CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", 64 << 20),
-    ("grpc.max_send_message_length", 64 << 20),
+    # The brokers' listener sends at most MAX_MESSAGE_BYTES (its SERVER_OPTIONS): a replica fetch answer is cut at
+    # replica.fetch.response.max.bytes (10 MiB), a DescribeReplicas of 100k replicas is ~5 MiB. More is a fault.
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     # A restarted leader is found again within replica.fetch.backoff.ms, not gRPC's default of up to 2 minutes.
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
