@@ -4,8 +4,9 @@ Events are appended (FIFO), prepended (to run next: activation after winning an 
 time (periodic work, keyed by a tag so a reschedule replaces the previous one). An event carries a deadline: one
 still queued when it passes is failed with REQUEST_TIMED_OUT instead of run. Queue time (the stats) counts from when
 an event is ready: when it was queued, or a deferred event's time (the delay it asked for is no wait). ``close``
-fails everything pending with the reason given. Events are plain functions: they run to completion without
-yielding, so an event sees no other event's half-done work.
+fails everything pending with the reason given. Appended events (requests) are bounded: at ``max_size`` an append is
+refused at once with REQUEST_TIMED_OUT (see :data:`MAX_QUEUED_EVENTS`). Events are plain functions: they run to
+completion without yielding, so an event sees no other event's half-done work.
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ from quorum.histogram import Histogram
 log = structlog.get_logger("controller.event_queue")
 
 BURST_S = 0.001  # how long ready events may run back to back before I/O gets a turn
+# Requests waiting for the controller at once. A flood beyond it is refused at once, nothing done, instead of holding
+# memory and making every request behind it later still. Far above what a cluster queues legitimately: one heartbeat
+# per broker (thousands at most), the brokers' registrations and ISR changes, a few admin requests (the scale
+# benchmark keeps 4 CreateTopics in flight). Activation (prepend) and deferred periodic work are internal, bounded
+# by their tags, and never refused.
+MAX_QUEUED_EVENTS = 10_000
 SLOW_EVENT_S = 1.0  # an event that held the loop this long is logged: Raft's fetch answers waited behind it
 
 
@@ -46,6 +53,7 @@ class Event:
 class QueueStats:
     processed: int = 0
     timed_out: int = 0
+    rejected: int = 0  # appends refused because the queue was full
     queue_time_total_s: float = 0.0
     process_time_total_s: float = 0.0
     queue_time: Histogram = field(default_factory=Histogram)  # ready to started, per event run or timed out
@@ -53,9 +61,16 @@ class QueueStats:
 
 
 class EventQueue:
-    def __init__(self, name: str = "controller", on_error: Callable[[BaseException], None] | None = None) -> None:
-        """``on_error`` hears of the consumer dying (a bug): nothing would run any more, so it must not be silent."""
+    def __init__(
+        self,
+        name: str = "controller",
+        on_error: Callable[[BaseException], None] | None = None,
+        max_size: int = MAX_QUEUED_EVENTS,
+    ) -> None:
+        """``on_error`` hears of the consumer dying (a bug): nothing would run any more, so it must not be silent.
+        ``max_size``: appended events waiting at most (an attribute: it may be changed while running)."""
         self.name = name
+        self.max_size = max_size
         self.on_error = on_error or (lambda e: log.critical("event_queue_failed", queue=name, error=repr(e)))
         self._events: deque[Event] = deque()
         self._deferred: list[tuple[float, int, str, Event]] = []
@@ -75,6 +90,24 @@ class EventQueue:
         return len(self._events) + len(self._deferred_tags)
 
     def append(self, event: Event) -> asyncio.Future[Any]:
+        """Queue ``event`` last; its future fails at once with REQUEST_TIMED_OUT when ``max_size`` events wait.
+
+        Kafka has no code for a full controller queue. REQUEST_TIMED_OUT is the closest retriable one: Kafka's
+        clients retry it (TimeoutException is a RetriableException), and it is what an event that waited past its
+        deadline in this same queue gets. THROTTLING_QUOTA_EXCEEDED would blame the caller's quota, NOT_CONTROLLER
+        would send it to another node. The message says that nothing was done, so a retry is safe."""
+        if self._closed is None and len(self._events) >= self.max_size:
+            self.stats.rejected += 1
+            if self.stats.rejected == 1 or self.stats.rejected % 1000 == 0:  # a flood logs a line per 1000
+                log.warning("event_queue_full", queue=self.name, max_size=self.max_size, rejected=self.stats.rejected)
+            event.future.set_exception(
+                KafkaError(
+                    f"the controller's event queue is full ({self.max_size} requests waiting); {event.name} was not "
+                    "run: retry after a backoff",
+                    Errors.REQUEST_TIMED_OUT,
+                )
+            )
+            return event.future
         return self._enqueue(event, front=False)
 
     def prepend(self, event: Event) -> asyncio.Future[Any]:

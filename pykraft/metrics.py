@@ -258,6 +258,9 @@ class ControllerCollector(Collector):
         yield CounterMetricFamily("kafka_controller_events_processed", "Events run", value=q.processed)
         yield CounterMetricFamily("kafka_controller_events_timed_out", "Events expired in the queue", value=q.timed_out)
         yield CounterMetricFamily(
+            "pykraft_controller_events_rejected", "Requests refused because the event queue was full", value=q.rejected
+        )
+        yield CounterMetricFamily(
             "kafka_controller_event_queue_time_seconds", "Time events spent queued", value=q.queue_time_total_s
         )
         yield CounterMetricFamily(
