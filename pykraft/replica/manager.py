@@ -332,10 +332,10 @@ class ReplicaManager(SessionFetching):
         now = self.clock()
         epoch = self.broker_epoch()
         started = 0
+        me = self.broker_id
         for p in self.partitions.values():
-            if p.is_leader:
-                followers = [r for b, r in p.remotes.items() if b in p.isr]
-                if followers and p.pending is None and all(r.parked for r in followers):
+            if p.leader == me:
+                if p.pending is None and p.remotes.all_parked(p.isr):
                     continue  # every ISR follower parked: it holds the whole idle log, nothing to shrink or raise
                 p.high_watermark_now(now, self.brokers)
                 change = p.maybe_shrink(now, epoch)

@@ -22,7 +22,7 @@ and the disk rate allow. A restarted agent sees every partition for the first ti
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -156,6 +156,16 @@ class Remotes(tuple[ReplicaState, ...]):
 
     def items(self) -> Iterator[tuple[int, ReplicaState]]:
         return ((r.broker_id, r) for r in self)
+
+    def all_parked(self, isr: tuple[int, ...]) -> bool:
+        """Is every follower in ``isr`` parked in a fetch session (and is there one)?"""
+        found = False
+        for r in self:
+            if r.broker_id in isr:
+                if r.parked is None:
+                    return False
+                found = True
+        return found
 
 
 NO_REMOTES = Remotes()  # a follower's: one shared empty tuple, not one each
@@ -448,10 +458,10 @@ class Partition:
 
     # -- leader: the ISR ---------------------------------------------------------------------------------------
 
-    def maximal_isr(self) -> frozenset[int]:
+    def maximal_isr(self) -> Collection[int]:
         """The ISR the high watermark must wait for: while a change is in flight, the larger of old and new."""
         if self.pending is None:
-            return frozenset(self.isr)
+            return self.isr  # no set built per call: the ISR expiration asks this of every partition led
         return frozenset(self.isr) | frozenset(self.pending.members)
 
     def high_watermark_now(self, now_ms: int, brokers: BrokerView) -> int:
@@ -463,7 +473,7 @@ class Partition:
         new = leo
         maximal = self.maximal_isr()
         lag = self.config.replica_lag_time_max_ms
-        for r in self.remotes.values():
+        for r in self.remotes:
             if r.log_end_offset < new and (
                 r.broker_id in maximal
                 or (r.is_caught_up(leo, now_ms, lag) and brokers.eligible(r.broker_id, r.broker_epoch))

@@ -167,7 +167,7 @@ def test_expand_needs_the_high_watermark_the_epoch_start_and_an_eligible_broker(
     _, change = fetch(p, 3, 52, 400, epoch=3)
     assert change is not None and change.kind == ChangeKind.EXPAND
     assert change.new_isr == ((1, EPOCHS[1]), (2, EPOCHS[2]), (3, EPOCHS[3]))
-    assert p.maximal_isr() == {1, 2, 3}
+    assert set(p.maximal_isr()) == {1, 2, 3}
     assert p.on_alter_result(change, 3, (1, 2, 3), 0, 1, 500, view())
     assert p.isr == (1, 2, 3)
 
