@@ -52,7 +52,7 @@ class CreateTopicsRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[CreateTopicsRequest.Topic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ..., validate_only: bool = ...) -> None: ...
 
 class CreateTopicsResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "controller", "topics")
+    __slots__ = ("error_code", "error_message", "controller", "topics", "throttle_time_ms")
     class Config(_message.Message):
         __slots__ = ("name", "value", "read_only", "config_source", "is_sensitive")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -89,11 +89,13 @@ class CreateTopicsResponse(_message.Message):
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     error_code: int
     error_message: str
     controller: ControllerHint
     topics: _containers.RepeatedCompositeFieldContainer[CreateTopicsResponse.TopicResult]
-    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[CreateTopicsResponse.TopicResult, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[CreateTopicsResponse.TopicResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class DescribeTopicsRequest(_message.Message):
     __slots__ = ("names", "timeout_ms")
@@ -421,7 +423,7 @@ class DeleteTopicsRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[DeleteTopicsRequest.DeleteTopicState, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class DeleteTopicsResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "controller", "responses")
+    __slots__ = ("error_code", "error_message", "controller", "responses", "throttle_time_ms")
     class DeletableTopicResult(_message.Message):
         __slots__ = ("name", "topic_id", "error_code", "error_message")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -437,11 +439,13 @@ class DeleteTopicsResponse(_message.Message):
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
     RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     error_code: int
     error_message: str
     controller: ControllerHint
     responses: _containers.RepeatedCompositeFieldContainer[DeleteTopicsResponse.DeletableTopicResult]
-    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., responses: _Optional[_Iterable[_Union[DeleteTopicsResponse.DeletableTopicResult, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., responses: _Optional[_Iterable[_Union[DeleteTopicsResponse.DeletableTopicResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class CreatePartitionsRequest(_message.Message):
     __slots__ = ("topics", "timeout_ms", "validate_only")
@@ -473,7 +477,7 @@ class CreatePartitionsRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[CreatePartitionsRequest.CreatePartitionsTopic, _Mapping]]] = ..., timeout_ms: _Optional[int] = ..., validate_only: bool = ...) -> None: ...
 
 class CreatePartitionsResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "controller", "results")
+    __slots__ = ("error_code", "error_message", "controller", "results", "throttle_time_ms")
     class CreatePartitionsTopicResult(_message.Message):
         __slots__ = ("name", "error_code", "error_message")
         NAME_FIELD_NUMBER: _ClassVar[int]
@@ -487,11 +491,13 @@ class CreatePartitionsResponse(_message.Message):
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     error_code: int
     error_message: str
     controller: ControllerHint
     results: _containers.RepeatedCompositeFieldContainer[CreatePartitionsResponse.CreatePartitionsTopicResult]
-    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., results: _Optional[_Iterable[_Union[CreatePartitionsResponse.CreatePartitionsTopicResult, _Mapping]]] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., results: _Optional[_Iterable[_Union[CreatePartitionsResponse.CreatePartitionsTopicResult, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class IncrementalAlterConfigsRequest(_message.Message):
     __slots__ = ("resources", "validate_only", "timeout_ms")
@@ -907,3 +913,103 @@ class DeleteAclsResponse(_message.Message):
     controller: ControllerHint
     filter_results: _containers.RepeatedCompositeFieldContainer[DeleteAclsResponse.DeleteAclsFilterResult]
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., filter_results: _Optional[_Iterable[_Union[DeleteAclsResponse.DeleteAclsFilterResult, _Mapping]]] = ...) -> None: ...
+
+class ClientQuotaEntityData(_message.Message):
+    __slots__ = ("entity_type", "entity_name")
+    ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_NAME_FIELD_NUMBER: _ClassVar[int]
+    entity_type: str
+    entity_name: str
+    def __init__(self, entity_type: _Optional[str] = ..., entity_name: _Optional[str] = ...) -> None: ...
+
+class AlterClientQuotasRequest(_message.Message):
+    __slots__ = ("entries", "validate_only", "timeout_ms")
+    class OpData(_message.Message):
+        __slots__ = ("key", "value", "remove")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        REMOVE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        remove: bool
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ..., remove: bool = ...) -> None: ...
+    class EntryData(_message.Message):
+        __slots__ = ("entity", "ops")
+        ENTITY_FIELD_NUMBER: _ClassVar[int]
+        OPS_FIELD_NUMBER: _ClassVar[int]
+        entity: _containers.RepeatedCompositeFieldContainer[ClientQuotaEntityData]
+        ops: _containers.RepeatedCompositeFieldContainer[AlterClientQuotasRequest.OpData]
+        def __init__(self, entity: _Optional[_Iterable[_Union[ClientQuotaEntityData, _Mapping]]] = ..., ops: _Optional[_Iterable[_Union[AlterClientQuotasRequest.OpData, _Mapping]]] = ...) -> None: ...
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[AlterClientQuotasRequest.EntryData]
+    validate_only: bool
+    timeout_ms: int
+    def __init__(self, entries: _Optional[_Iterable[_Union[AlterClientQuotasRequest.EntryData, _Mapping]]] = ..., validate_only: bool = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class AlterClientQuotasResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller", "entries")
+    class EntryData(_message.Message):
+        __slots__ = ("error_code", "error_message", "entity")
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        ENTITY_FIELD_NUMBER: _ClassVar[int]
+        error_code: int
+        error_message: str
+        entity: _containers.RepeatedCompositeFieldContainer[ClientQuotaEntityData]
+        def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., entity: _Optional[_Iterable[_Union[ClientQuotaEntityData, _Mapping]]] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller: ControllerHint
+    entries: _containers.RepeatedCompositeFieldContainer[AlterClientQuotasResponse.EntryData]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[AlterClientQuotasResponse.EntryData, _Mapping]]] = ...) -> None: ...
+
+class DescribeClientQuotasRequest(_message.Message):
+    __slots__ = ("components", "strict", "timeout_ms")
+    class ComponentData(_message.Message):
+        __slots__ = ("entity_type", "match_type", "match")
+        ENTITY_TYPE_FIELD_NUMBER: _ClassVar[int]
+        MATCH_TYPE_FIELD_NUMBER: _ClassVar[int]
+        MATCH_FIELD_NUMBER: _ClassVar[int]
+        entity_type: str
+        match_type: int
+        match: str
+        def __init__(self, entity_type: _Optional[str] = ..., match_type: _Optional[int] = ..., match: _Optional[str] = ...) -> None: ...
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    STRICT_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    components: _containers.RepeatedCompositeFieldContainer[DescribeClientQuotasRequest.ComponentData]
+    strict: bool
+    timeout_ms: int
+    def __init__(self, components: _Optional[_Iterable[_Union[DescribeClientQuotasRequest.ComponentData, _Mapping]]] = ..., strict: bool = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class DescribeClientQuotasResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller", "entries")
+    class ValueData(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class EntryData(_message.Message):
+        __slots__ = ("entity", "values")
+        ENTITY_FIELD_NUMBER: _ClassVar[int]
+        VALUES_FIELD_NUMBER: _ClassVar[int]
+        entity: _containers.RepeatedCompositeFieldContainer[ClientQuotaEntityData]
+        values: _containers.RepeatedCompositeFieldContainer[DescribeClientQuotasResponse.ValueData]
+        def __init__(self, entity: _Optional[_Iterable[_Union[ClientQuotaEntityData, _Mapping]]] = ..., values: _Optional[_Iterable[_Union[DescribeClientQuotasResponse.ValueData, _Mapping]]] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller: ControllerHint
+    entries: _containers.RepeatedCompositeFieldContainer[DescribeClientQuotasResponse.EntryData]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[DescribeClientQuotasResponse.EntryData, _Mapping]]] = ...) -> None: ...

@@ -114,6 +114,16 @@ class ControllerStub(object):
                 request_serializer=pykraft_dot_api_dot_controller__pb2.DeleteAclsRequest.SerializeToString,
                 response_deserializer=pykraft_dot_api_dot_controller__pb2.DeleteAclsResponse.FromString,
                 _registered_method=True)
+        self.AlterClientQuotas = channel.unary_unary(
+                '/pykraft.controller.v1.Controller/AlterClientQuotas',
+                request_serializer=pykraft_dot_api_dot_controller__pb2.AlterClientQuotasRequest.SerializeToString,
+                response_deserializer=pykraft_dot_api_dot_controller__pb2.AlterClientQuotasResponse.FromString,
+                _registered_method=True)
+        self.DescribeClientQuotas = channel.unary_unary(
+                '/pykraft.controller.v1.Controller/DescribeClientQuotas',
+                request_serializer=pykraft_dot_api_dot_controller__pb2.DescribeClientQuotasRequest.SerializeToString,
+                response_deserializer=pykraft_dot_api_dot_controller__pb2.DescribeClientQuotasResponse.FromString,
+                _registered_method=True)
         self.CreateSnapshot = channel.unary_unary(
                 '/pykraft.controller.v1.Controller/CreateSnapshot',
                 request_serializer=pykraft_dot_api_dot_controller__pb2.CreateSnapshotRequest.SerializeToString,
@@ -220,6 +230,18 @@ class ControllerServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterClientQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeClientQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateSnapshot(self, request, context):
         """Snapshot this node's committed state now (each controller and broker keeps its own snapshots).
         """
@@ -309,6 +331,16 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.DeleteAcls,
                     request_deserializer=pykraft_dot_api_dot_controller__pb2.DeleteAclsRequest.FromString,
                     response_serializer=pykraft_dot_api_dot_controller__pb2.DeleteAclsResponse.SerializeToString,
+            ),
+            'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterClientQuotas,
+                    request_deserializer=pykraft_dot_api_dot_controller__pb2.AlterClientQuotasRequest.FromString,
+                    response_serializer=pykraft_dot_api_dot_controller__pb2.AlterClientQuotasResponse.SerializeToString,
+            ),
+            'DescribeClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeClientQuotas,
+                    request_deserializer=pykraft_dot_api_dot_controller__pb2.DescribeClientQuotasRequest.FromString,
+                    response_serializer=pykraft_dot_api_dot_controller__pb2.DescribeClientQuotasResponse.SerializeToString,
             ),
             'CreateSnapshot': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateSnapshot,
@@ -748,6 +780,60 @@ class Controller(object):
             '/pykraft.controller.v1.Controller/DeleteAcls',
             pykraft_dot_api_dot_controller__pb2.DeleteAclsRequest.SerializeToString,
             pykraft_dot_api_dot_controller__pb2.DeleteAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.controller.v1.Controller/AlterClientQuotas',
+            pykraft_dot_api_dot_controller__pb2.AlterClientQuotasRequest.SerializeToString,
+            pykraft_dot_api_dot_controller__pb2.AlterClientQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.controller.v1.Controller/DescribeClientQuotas',
+            pykraft_dot_api_dot_controller__pb2.DescribeClientQuotasRequest.SerializeToString,
+            pykraft_dot_api_dot_controller__pb2.DescribeClientQuotasResponse.FromString,
             options,
             channel_credentials,
             insecure,
