@@ -43,6 +43,7 @@ from controller.results import NO_ERROR, ApiError
 from pykraft.acl_client import AclAdmin
 from pykraft.api import controller_pb2 as pb
 from pykraft.api import controller_pb2_grpc as pb_grpc
+from pykraft.quota_client import CLIENT_ID_METADATA, DEFAULT_CLIENT_ID, QuotaAdmin
 from pykraft.security.channels import ClientTls, aio_channel, blocking_channel, unavailable_cause
 from pykraft.security.tls import TlsSettings
 from quorum.errors import Errors, KafkaError
@@ -195,7 +196,7 @@ def parse_bootstrap_servers(bootstrap: str | list[str]) -> list[str]:
     return servers
 
 
-class AdminClient(AclAdmin):  # the ACL methods: pykraft/acl_client.py
+class AdminClient(AclAdmin, QuotaAdmin):  # ACLs: pykraft/acl_client.py; quotas, throttling: quota_client.py
     def __init__(
         self,
         bootstrap_servers: str | list[str],
@@ -208,10 +209,15 @@ class AdminClient(AclAdmin):  # the ACL methods: pykraft/acl_client.py
         blocking_transport: bool = False,
         tls: TlsSettings | grpc.ChannelCredentials | ClientTls | None = None,
         server_name: str | None = None,
+        client_id: str = DEFAULT_CLIENT_ID,
+        retry_on_quota_violation: bool = True,
     ) -> None:
-        """``connect_timeout_ms``: give up a call after this long when no server has answered this client yet
-        ("no controller reachable at …"), instead of retrying dead endpoints until the call's deadline; None: the
-        call's deadline alone (a long-running agent that waits for its controllers to start).
+        """``client_id``: sent with every request (gRPC metadata ``client-id``, Kafka's header clientId), for
+        client quotas. ``retry_on_quota_violation``: wait out THROTTLING_QUOTA_EXCEEDED's throttle time and resend
+        the throttled topics (pykraft/quota_client.py). ``connect_timeout_ms``: give up a call after this long
+        when no server has answered this client yet ("no controller reachable at …"), instead of retrying dead
+        endpoints until the call's deadline; None: the call's deadline alone (a long-running agent that waits for
+        its controllers to start).
         ``blocking_transport``: calls go over blocking gRPC channels, each in the loop's default executor — for a
         second event loop in a process (grpc.aio serves one: completions of a second loop's calls are read by
         whichever loop polls first, and lost to the other).
@@ -230,6 +236,9 @@ class AdminClient(AclAdmin):  # the ACL methods: pykraft/acl_client.py
         self._channels: dict[str, grpc.aio.Channel | grpc.Channel] = {}
         self._controller: str | None = None  # the last known active controller
         self.attempts = 0
+        self.client_id = client_id
+        self.retry_on_quota_violation = retry_on_quota_violation
+        self._metadata = ((CLIENT_ID_METADATA, client_id),)
 
     async def __aenter__(self) -> AdminClient:
         return self
@@ -285,7 +294,7 @@ class AdminClient(AclAdmin):  # the ACL methods: pykraft/acl_client.py
             self.attempts += 1
             try:
                 response = await getattr(self._stub(target), method)(
-                    request, timeout=min(remaining, self.request_timeout_ms / 1000)
+                    request, timeout=min(remaining, self.request_timeout_ms / 1000), metadata=self._metadata
                 )
             except grpc.RpcError as e:  # grpc.aio's AioRpcError, or a blocking call's error: both have code()
                 if e.code() not in RETRIABLE_CODES:
@@ -320,31 +329,40 @@ class AdminClient(AclAdmin):  # the ACL methods: pykraft/acl_client.py
     async def create_topics(
         self, new_topics: list[NewTopic], *, validate_only: bool = False, timeout_ms: int | None = None
     ) -> dict[str, CreateTopicResult]:
-        request = pb.CreateTopicsRequest(validate_only=validate_only, timeout_ms=timeout_ms or self.request_timeout_ms)
-        for t in new_topics:
-            topic = request.topics.add(
-                name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor
+        deadline = self._quota_deadline(timeout_ms)
+        results: dict[str, CreateTopicResult] = {}
+        pending, call_timeout = new_topics, timeout_ms
+        while True:
+            request = pb.CreateTopicsRequest(
+                validate_only=validate_only, timeout_ms=call_timeout or self.request_timeout_ms
             )
-            for index, brokers in sorted((t.replica_assignment or {}).items()):
-                topic.assignments.add(partition_index=index, broker_ids=brokers)
-            for name, value in t.topic_configs.items():
-                config = topic.configs.add(name=name)
-                if value is not None:
-                    config.value = value
-        response = await self._call("CreateTopics", request, timeout_ms)
-        self._check(response, "CreateTopics")
-        return {
-            r.name: CreateTopicResult(
-                r.name,
-                r.error_code,
-                r.error_message,
-                r.topic_id,
-                r.num_partitions,
-                r.replication_factor,
-                {c.name: c.value for c in r.configs},
-            )
-            for r in response.topics
-        }
+            for t in pending:
+                topic = request.topics.add(
+                    name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor
+                )
+                for index, brokers in sorted((t.replica_assignment or {}).items()):
+                    topic.assignments.add(partition_index=index, broker_ids=brokers)
+                for name, value in t.topic_configs.items():
+                    config = topic.configs.add(name=name)
+                    if value is not None:
+                        config.value = value
+            response = await self._call("CreateTopics", request, call_timeout)
+            self._check(response, "CreateTopics")
+            for r in response.topics:
+                results[r.name] = CreateTopicResult(
+                    r.name,
+                    r.error_code,
+                    r.error_message,
+                    r.topic_id,
+                    r.num_partitions,
+                    r.replication_factor,
+                    {c.name: c.value for c in r.configs},
+                )
+            throttled = {r.name for r in response.topics if self._throttled(r.error_code)}
+            if not await self._wait_throttle(len(throttled), response.throttle_time_ms, deadline):
+                return results
+            pending = [t for t in pending if t.name in throttled]
+            call_timeout = self._remaining_ms(deadline, timeout_ms)
 
     async def describe_topics(
         self, names: list[str] | None = None, timeout_ms: int | None = None
@@ -381,40 +399,60 @@ class AdminClient(AclAdmin):  # the ACL methods: pykraft/acl_client.py
         self, topics: list[str], *, topic_ids: list[str] | None = None, timeout_ms: int | None = None
     ) -> list[DeleteTopicResult]:
         """Delete topics by name and/or by id (base64url); one result per topic named, in request order."""
-        request = pb.DeleteTopicsRequest(timeout_ms=timeout_ms or self.request_timeout_ms)
-        for name in topics:
-            request.topics.add(name=name)
-        for topic_id in topic_ids or []:
-            request.topics.add(topic_id=topic_id)
-        response = await self._call("DeleteTopics", request, timeout_ms)
-        self._check(response, "DeleteTopics")
-        return [
-            DeleteTopicResult(
-                r.name if r.HasField("name") else None,
-                Uuid(r.topic_id) if r.topic_id else None,
-                _api_error(r.error_code, r.error_message),
-            )
-            for r in response.responses
-        ]
+        named: list[tuple[str | None, str | None]] = [(n, None) for n in topics]
+        named += [(None, i) for i in topic_ids or []]
+        results: list[DeleteTopicResult | None] = [None] * len(named)
+        deadline = self._quota_deadline(timeout_ms)
+        pending, call_timeout = list(range(len(named))), timeout_ms
+        while True:
+            request = pb.DeleteTopicsRequest(timeout_ms=call_timeout or self.request_timeout_ms)
+            for i in pending:
+                name, topic_id = named[i]
+                if name is not None:
+                    request.topics.add(name=name)
+                else:
+                    request.topics.add(topic_id=topic_id)
+            response = await self._call("DeleteTopics", request, call_timeout)
+            self._check(response, "DeleteTopics")
+            throttled = []
+            for i, r in zip(pending, response.responses, strict=False):
+                results[i] = DeleteTopicResult(
+                    r.name if r.HasField("name") else None,
+                    Uuid(r.topic_id) if r.topic_id else None,
+                    _api_error(r.error_code, r.error_message),
+                )
+                if self._throttled(r.error_code):
+                    throttled.append(i)
+            if not await self._wait_throttle(len(throttled), response.throttle_time_ms, deadline):
+                return [r for r in results if r is not None]
+            pending, call_timeout = throttled, self._remaining_ms(deadline, timeout_ms)
 
     async def create_partitions(
         self, new_partitions: dict[str, NewPartitions], *, validate_only: bool = False, timeout_ms: int | None = None
     ) -> dict[str, CreatePartitionsResult]:
         """Raise topics' partition counts (Kafka's createPartitions); per-topic results by name."""
-        request = pb.CreatePartitionsRequest(
-            validate_only=validate_only, timeout_ms=timeout_ms or self.request_timeout_ms
-        )
-        for name, n in new_partitions.items():
-            topic = request.topics.add(name=name, count=n.total_count)
-            if n.new_assignments is not None:
-                topic.assignments.SetInParent()  # present even when empty: [] is not null
-                for brokers in n.new_assignments:
-                    topic.assignments.assignments.add(broker_ids=brokers)
-        response = await self._call("CreatePartitions", request, timeout_ms)
-        self._check(response, "CreatePartitions")
-        return {
-            r.name: CreatePartitionsResult(r.name, _api_error(r.error_code, r.error_message)) for r in response.results
-        }
+        deadline = self._quota_deadline(timeout_ms)
+        results: dict[str, CreatePartitionsResult] = {}
+        pending, call_timeout = dict(new_partitions), timeout_ms
+        while True:
+            request = pb.CreatePartitionsRequest(
+                validate_only=validate_only, timeout_ms=call_timeout or self.request_timeout_ms
+            )
+            for name, n in pending.items():
+                topic = request.topics.add(name=name, count=n.total_count)
+                if n.new_assignments is not None:
+                    topic.assignments.SetInParent()  # present even when empty: [] is not null
+                    for brokers in n.new_assignments:
+                        topic.assignments.assignments.add(broker_ids=brokers)
+            response = await self._call("CreatePartitions", request, call_timeout)
+            self._check(response, "CreatePartitions")
+            for r in response.results:
+                results[r.name] = CreatePartitionsResult(r.name, _api_error(r.error_code, r.error_message))
+            throttled = {r.name for r in response.results if self._throttled(r.error_code)}
+            if not await self._wait_throttle(len(throttled), response.throttle_time_ms, deadline):
+                return results
+            pending = {k: v for k, v in pending.items() if k in throttled}
+            call_timeout = self._remaining_ms(deadline, timeout_ms)
 
     async def elect_leaders(
         self, election_type: int, topic_partitions: list[tuple[str, int]] | None, *, timeout_ms: int | None = None
@@ -654,8 +692,10 @@ class _ExecutorStub:
     def __getattr__(self, method: str) -> Callable[..., Awaitable[Any]]:
         call = getattr(self._stub, method)
 
-        async def invoke(request: Any, timeout: float | None = None) -> Any:
-            return await asyncio.get_running_loop().run_in_executor(None, partial(call, request, timeout=timeout))
+        async def invoke(request: Any, timeout: float | None = None, metadata: Any = None) -> Any:
+            return await asyncio.get_running_loop().run_in_executor(
+                None, partial(call, request, timeout=timeout, metadata=metadata)
+            )
 
         return invoke
 
