@@ -80,6 +80,7 @@ class ControllerMutationQuotas:
         self.lookup = lookup
         self.clock = clock
         self.buckets: dict[Tags, TokenBucket] = {}
+        self.unlimited = StrictMutationQuota(self, None, 0.0)
 
     def quota_for(self, principal: str, client_id: str) -> StrictMutationQuota:
         """The quota one request records into (unlimited when no entity sets ``controller_mutation_rate``)."""

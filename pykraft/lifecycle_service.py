@@ -37,11 +37,13 @@ from pykraft.authorization import (
     config_refusals,
     deletion_refusals,
 )
+from pykraft.quota_service import throttled_error
 from quorum.errors import Errors, KafkaError
 from quorum.log.message import ZERO_UUID, Uuid
 
 if TYPE_CHECKING:
     from controller.quorum_controller import QuorumController
+    from pykraft.quota_service import MutationThrottle
 
 R = TypeVar("R")
 DEFAULT_TIMEOUT_MS = 30_000
@@ -73,6 +75,13 @@ class LifecycleServicer:
         async def _caller(
             self, context: grpc.aio.ServicerContext, *, read: bool = False, controller_only: bool = True
         ) -> Caller: ...
+
+        # KIP-599's throttling (pykraft/quota_service.py)
+        def _throttle(
+            self, context: grpc.aio.ServicerContext, caller: Caller, validate_only: bool = False
+        ) -> MutationThrottle: ...
+        def _partitions_of(self, topic: DeleteTopicState) -> int: ...
+        def _added_partitions(self, topic: NewPartitions) -> int: ...
 
     @staticmethod
     def _timeout(timeout_ms: int, default: int = DEFAULT_TIMEOUT_MS) -> int:
@@ -240,17 +249,30 @@ class LifecycleServicer:
                 refused = deletion_refusals(
                     caller, [(t.name, t.topic_id) for t in topics], replication.topics_by_name.__contains__, name_of
                 )
-            passed = [t for i, t in enumerate(topics) if i not in refused] if refused else topics
+            # KIP-599: each topic's partitions, recorded in request order; a topic met in debt is throttled.
+            throttle = self._throttle(context, caller)
+            candidates = [i for i in range(len(topics)) if i not in refused]
+            held = throttle.admit([self._partitions_of(topics[i]) for i in candidates])
+            throttled = {candidates[j] for j in held}
+            position = {i: j for j, i in enumerate(candidates)} if throttle.charged else {}
+            passed = [topics[i] for i in candidates if i not in throttled]
             results = iter(await self.controller.delete_topics(passed, timeout_ms=timeout))
             out = pb.DeleteTopicsResponse()
+            if throttled:
+                out.throttle_time_ms = throttle.throttle_time_ms
             for i in range(len(topics)):  # in request order, refusals in their places
-                if i in refused:
+                if i in throttled:
+                    name, topic_id = topics[i].name, topics[i].topic_id
+                    code, message = throttled_error()
+                elif i in refused:
                     name, topic_id = refused[i]
                     what = name if name is not None else f"with id {topic_id}"
                     code, message = Errors.TOPIC_AUTHORIZATION_FAILED, caller.denied(Op.DELETE, Res.TOPIC, what)
                 else:
                     r = next(results)
                     name, topic_id, code, message = r.name, r.topic_id, r.error.code, r.error.message or ""
+                    if r.error.failed and position:  # nothing deleted: its partitions go back to the bucket
+                        throttle.refund(position[i])
                 item = out.responses.add(error_code=int(code), error_message=message)
                 if name is not None:
                     item.name = name
@@ -301,11 +323,22 @@ class LifecycleServicer:
                             error_message=caller.denied(Op.ALTER, Res.TOPIC, name),
                         )
                 topics = [t for t in topics if t.name in allowed or counts[t.name] > 1]
+            throttle = self._throttle(context, caller, request.validate_only)
+            held = throttle.admit([self._added_partitions(t) for t in topics])
+            names = [t.name for t in topics]
+            passed = [t for i, t in enumerate(topics) if i not in held] if held else topics
             results = await self.controller.create_partitions(
-                topics, validate_only=request.validate_only, timeout_ms=timeout
+                passed, validate_only=request.validate_only, timeout_ms=timeout
             )
             for r in results:
+                if r.error.failed:
+                    throttle.refund_named(r.name, names)
                 out.results.add(name=r.name, error_code=int(r.error.code), error_message=r.error.message or "")
+            if held:  # KIP-599: after the controller's results
+                code, message = throttled_error()
+                for i in sorted(held):
+                    out.results.add(name=names[i], error_code=code, error_message=message)
+                out.throttle_time_ms = throttle.throttle_time_ms
             return out
 
         def summarize(response: pb.CreatePartitionsResponse) -> dict[str, Any]:

@@ -7,7 +7,8 @@ Every request is logged as one structured event: what was asked, the result code
 ``authorizer.class.name`` set, every request is authorized as Kafka's ControllerApis does
 (:mod:`pykraft.authorization`), after the NOT_CONTROLLER answer of a node that is not the controller. The requests of
 a partition's life after creation, and the config requests, are in :mod:`pykraft.lifecycle_service`; partition
-reassignment in :mod:`pykraft.reassignment_service`; ACLs in :mod:`pykraft.acl_service`.
+reassignment in :mod:`pykraft.reassignment_service`; ACLs in :mod:`pykraft.acl_service`; client quotas and KIP-599's
+throttling of CreateTopics / CreatePartitions / DeleteTopics in :mod:`pykraft.quota_service`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pykraft.api import controller_pb2 as pb
 from pykraft.api import controller_pb2_grpc as pb_grpc
 from pykraft.authorization import OPEN, Caller, controller_authorization, creation_checks
 from pykraft.lifecycle_service import LifecycleServicer, RequestError
+from pykraft.quota_service import QuotaServicer, throttled_error
 from pykraft.reassignment_service import ReassignmentServicer
 from pykraft.security.principal import SslPrincipalMapper
 from quorum.errors import Errors, KafkaError
@@ -55,11 +57,14 @@ CHATTER_APIS = frozenset(
         "DescribeConfigs",
         "ListPartitionReassignments",
         "DescribeAcls",
+        "DescribeClientQuotas",
     }
 )
 
 
-class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb_grpc.ControllerServicer):
+class ControllerService(
+    LifecycleServicer, ReassignmentServicer, AclServicer, QuotaServicer, pb_grpc.ControllerServicer
+):
     def __init__(
         self,
         controller: QuorumController,
@@ -74,6 +79,7 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb
         self.cluster_id = cluster_id
         self.voters = voters
         self.authorization = controller_authorization(controller, mapper)
+        self._quota_mapper = mapper or SslPrincipalMapper()  # names callers for quotas, authorization on or off
         self._templates: dict[tuple[tuple[str, str, int], ...], pb.CreateTopicsResponse.TopicResult] = {}
         self._broker_states: dict[int, tuple[bool, bool, bool]] = {}  # the last heartbeat answer, by broker
 
@@ -182,11 +188,19 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb
                 if refused:
                     skip = set(refused)
                     topics = [t for t in topics if t.name not in skip]
+            throttle = self._throttle(context, caller, request.validate_only)
+            default_partitions = self.controller.settings.num_partitions
+            throttled = throttle.admit(
+                [t.num_partitions if t.num_partitions > 0 else len(t.assignments) or default_partitions for t in topics]
+            )
+            passed = [t for i, t in enumerate(topics) if i not in throttled] if throttled else topics
             results = await self.controller.create_topics(
-                topics, validate_only=request.validate_only, timeout_ms=timeout
+                passed, validate_only=request.validate_only, timeout_ms=timeout
             )
             out = pb.CreateTopicsResponse()
             for r in results:
+                if r.error.failed:  # nothing created: its partitions go back to the bucket
+                    throttle.refund_named(r.name, [t.name for t in topics])
                 item = out.topics.add()
                 hidden = describable is not None and r.name not in describable and not r.error.failed
                 if r.configs and not hidden:
@@ -208,6 +222,11 @@ class ControllerService(LifecycleServicer, ReassignmentServicer, AclServicer, pb
                     error_code=Errors.TOPIC_AUTHORIZATION_FAILED,
                     error_message=caller.denied(Op.CREATE, Res.TOPIC, name),
                 )
+            if throttled:
+                code, message = throttled_error()
+                for i in sorted(throttled):
+                    out.topics.add(name=topics[i].name, error_code=code, error_message=message)
+                out.throttle_time_ms = throttle.throttle_time_ms
             return out
 
         def summarize(response: pb.CreateTopicsResponse) -> dict[str, Any]:
