@@ -4,7 +4,9 @@
         --add-config retention.ms=86400000,cleanup.policy=[compact,delete] --delete-config segment.ms
     pykraft configs --bootstrap-server B --entity-type brokers --entity-default --describe [--all]
 
-``--describe`` prints the dynamic configs (``--all``: every config) with their synonyms, as kafka-configs.sh does;
+Client quotas (``--entity-type users`` or ``clients``, e.g. ``--add-config controller_mutation_rate=10``) are
+in :mod:`pykraft.quota_cli`. ``--describe`` prints the dynamic configs (``--all``: every config) with their
+synonyms, as kafka-configs.sh does;
 without ``--entity-name`` it describes every topic, or every broker and the cluster-wide default. ``--alter`` sends
 one IncrementalAlterConfigs (SET for each added config, DELETE for each deleted one). Exit codes: 0 success, 1 the
 cluster refused or could not be reached, 2 a usage error.
@@ -28,8 +30,10 @@ from controller.requests import (
     ConfigResourceType,
     ConfigSource,
 )
+from pykraft import quota_cli
 from pykraft.cli_common import UsageError, add_bootstrap_arguments, describe_error, positive_int, usage_failed
 from pykraft.client import AdminClient, AdminError
+from pykraft.quota_cli import QUOTA_ENTITY_TYPES, InvalidQuotaConfigs, QuotaCommandFailed
 
 ENTITY_TYPES = {"topics": ConfigResourceType.TOPIC, "brokers": ConfigResourceType.BROKER}
 DYNAMIC_SOURCE = {  # what --describe shows without --all: the entity's own dynamic configs
@@ -42,9 +46,11 @@ _OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"  # kafka-configs.sh's: a separator not
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_bootstrap_arguments(p, required=False, help="controller nodes. REQUIRED.")
-    p.add_argument("--entity-type", help="topics or brokers")
-    p.add_argument("--entity-name", help="a topic name or a broker id")
-    p.add_argument("--entity-default", action="store_true", help="the cluster-wide broker default (brokers only)")
+    p.add_argument("--entity-type", help="topics, brokers, users or clients")
+    p.add_argument("--entity-name", help="a topic name, a broker id, a user principal's name or a client id")
+    p.add_argument(
+        "--entity-default", action="store_true", help="the cluster-wide broker default, or the default user / client"
+    )
     p.add_argument("--describe", action="store_true", help="list the entity's configs")
     p.add_argument("--alter", action="store_true", help="change the entity's configs")
     p.add_argument("--all", action="store_true", help="--describe: every config, not only the dynamic ones")
@@ -72,9 +78,10 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError("The required --bootstrap-server argument must be specified")
     if args.entity_type is None:
         raise UsageError("At least one entity type must be specified")
-    if args.entity_type not in ENTITY_TYPES:
+    if args.entity_type not in ENTITY_TYPES and args.entity_type not in QUOTA_ENTITY_TYPES:
+        known = ", ".join([*ENTITY_TYPES, *QUOTA_ENTITY_TYPES])
         raise UsageError(
-            f"Invalid entity type {args.entity_type}, the entity type must be one of {', '.join(ENTITY_TYPES)} "
+            f"Invalid entity type {args.entity_type}, the entity type must be one of {known} "
             "with a --bootstrap-server argument"
         )
     if args.entity_name is not None and args.entity_default:
@@ -91,8 +98,10 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--entity-default must not be specified with --{action} of topics")
     if args.alter:
         if args.entity_name is None and not args.entity_default:
-            if args.entity_type == "brokers":
-                raise UsageError("An entity-name or default entity must be specified with --alter of brokers")
+            if args.entity_type != "topics":
+                raise UsageError(
+                    f"An entity-name or default entity must be specified with --alter of {args.entity_type}"
+                )
             raise UsageError("An entity name must be specified with --alter of topics")
         if args.add_config is None and not args.delete_config:
             raise UsageError("At least one of --add-config or --delete-config must be specified with --alter")
@@ -154,6 +163,8 @@ def _value(value: str | None) -> str:
 
 
 async def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
+    if args.entity_type in QUOTA_ENTITY_TYPES:
+        return await quota_cli.describe(admin, args)
     if args.entity_name is not None or args.entity_default:
         entities = [_entity_name(args)]
     elif args.entity_type == "topics":
@@ -202,6 +213,8 @@ def _entity_json(entity_type: str, name: str, configs: list[ConfigEntry]) -> dic
 async def _alter(admin: AdminClient, args: argparse.Namespace) -> int:
     to_add = parse_configs_to_add(args.add_config)
     to_delete = parse_configs_to_delete(args.delete_config)
+    if args.entity_type in QUOTA_ENTITY_TYPES:
+        return await quota_cli.alter(admin, args, to_add, to_delete)
     name = _entity_name(args)
     if to_delete:  # as kafka-configs.sh: only a config the entity has set can be deleted
         current = await _configs(admin, args.entity_type, name, describe_all=False, timeout_ms=args.timeout_ms)
@@ -241,10 +254,10 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         return asyncio.run(_run(args))
     except UsageError as e:
         return usage_failed("pykraft configs", e)
-    except InvalidConfigs as e:
+    except (InvalidConfigs, InvalidQuotaConfigs) as e:
         print(e, file=sys.stderr)
         return 1
-    except (CommandFailed, AdminError) as e:
+    except (CommandFailed, QuotaCommandFailed, AdminError) as e:
         print(f"Error while executing config command with args '{' '.join(argv)}'", file=sys.stderr)
         print(e, file=sys.stderr)
         return 1
