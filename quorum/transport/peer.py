@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator, Callable, Collection
 
 import grpc
 import structlog
+from google.protobuf.message import DecodeError
 
 from quorum.fault import spawn
 from quorum.raft.config import VoterAddress
@@ -150,6 +151,7 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
         self._inbound: dict[int, asyncio.Queue[pb.PeerMessage | None]] = {}
         self.dropped = 0
         self.refused = 0  # inbound streams ended by secure()'s checks
+        self.undecodable = 0  # inbound streams ended at bytes that are no PeerMessage
         self.streams_ended = 0  # inbound streams ended to stay within PENDING_STREAM_LIMIT / OBSERVER_STREAM_LIMIT
         self._pending: dict[int, _Inbound] = {}  # inbound streams with no message yet, oldest first
         self._observers: dict[int, _Inbound] = {}  # non-voters' inbound streams, by node id
@@ -215,11 +217,12 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
         stream = _Inbound(queue)
         source: list[int] = []
         refused: list[str] = []
+        undecodable: list[str] = []
         self._admit_pending(stream)
 
         async def read() -> None:
             try:
-                async for msg in request_iterator:
+                async for msg in _decoded(request_iterator, undecodable):
                     stream.last_active = time.monotonic()
                     if identity is not None:
                         # Checked before anything else: a stream claiming another node must not even take over
@@ -262,6 +265,10 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
                     del self._observers[source[0]]
         if refused:
             await self._refuse(context, refused[0])
+        if undecodable:
+            self.undecodable += 1
+            log.warning("peer_message_undecodable", peer=context.peer(), source=source[0] if source else None)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, undecodable[0])
         if stream.ended is not None:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, stream.ended)
 
@@ -364,6 +371,9 @@ class _PeerClient:
                     )
                     async for msg in call:
                         answered = True
+                        if msg is None:  # gRPC could not decode the bytes (it logged them): a broken or rogue peer
+                            log.warning("peer_message_undecodable", peer=peer, target=target)
+                            break
                         try:
                             env = from_proto(msg, self.transport.node_id)
                         except ValueError as e:
@@ -391,6 +401,17 @@ class _PeerClient:
                 expiry, message = await self.queue.get()
                 if time.monotonic() < expiry:  # else the core has already given up on it and retried
                     await call.write(message)
+
+
+async def _decoded(messages: AsyncIterator[pb.PeerMessage], undecodable: list[str]) -> AsyncIterator[pb.PeerMessage]:
+    """``messages`` until one cannot be decoded: then why is put in ``undecodable`` and the stream is done. (gRPC
+    raises DecodeError out of the request iterator; unhandled, it went to on_fault: one garbage frame from anyone who
+    could reach the port stopped the node.)"""
+    try:
+        async for msg in messages:
+            yield msg
+    except DecodeError as e:
+        undecodable.append(f"a message that is no PeerMessage: {e}")
 
 
 def _log_fault(doing: str, error: BaseException) -> None:
