@@ -77,9 +77,7 @@ class LifecycleServicer:
         ) -> Caller: ...
 
         # KIP-599's throttling (pykraft/quota_service.py)
-        def _throttle(
-            self, context: grpc.aio.ServicerContext, caller: Caller, validate_only: bool = False
-        ) -> MutationThrottle: ...
+        def _throttle(self, context: grpc.aio.ServicerContext, caller: Caller) -> MutationThrottle: ...
         def _partitions_of(self, topic: DeleteTopicState) -> int: ...
         def _added_partitions(self, topic: NewPartitions) -> int: ...
 
@@ -323,7 +321,7 @@ class LifecycleServicer:
                             error_message=caller.denied(Op.ALTER, Res.TOPIC, name),
                         )
                 topics = [t for t in topics if t.name in allowed or counts[t.name] > 1]
-            throttle = self._throttle(context, caller, request.validate_only)
+            throttle = self._throttle(context, caller)
             held = throttle.admit([self._added_partitions(t) for t in topics])
             names = [t.name for t in topics]
             passed = [t for i, t in enumerate(topics) if i not in held] if held else topics

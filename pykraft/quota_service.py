@@ -105,14 +105,12 @@ class QuotaServicer:
 
         def _timeout(self, timeout_ms: int) -> int | None: ...
 
-    def _throttle(
-        self, context: grpc.aio.ServicerContext, caller: Caller, validate_only: bool = False
-    ) -> MutationThrottle:
+    def _throttle(self, context: grpc.aio.ServicerContext, caller: Caller) -> MutationThrottle:
         quotas = self.controller.mutation_quotas
         ctl = self.controller
-        # Only the active controller enforces (another node answers NOT_CONTROLLER); a validate_only request
-        # changes nothing and records nothing; no quota at all: no principal to work out.
-        if not ctl.active or validate_only or not ctl.quotas.quotas.committed():
+        # Only the active controller enforces (another node answers NOT_CONTROLLER); no quota at all: no principal
+        # to work out. A validate_only request is recorded too, as Kafka's controller does.
+        if not ctl.active or not ctl.quotas.quotas.committed():
             return MutationThrottle(quotas.unlimited)
         principal = caller.principal
         if not caller.enforced:  # authorization off: the connection's principal all the same

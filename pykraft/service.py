@@ -188,7 +188,7 @@ class ControllerService(
                 if refused:
                     skip = set(refused)
                     topics = [t for t in topics if t.name not in skip]
-            throttle = self._throttle(context, caller, request.validate_only)
+            throttle = self._throttle(context, caller)
             default_partitions = self.controller.settings.num_partitions
             throttled = throttle.admit(
                 [t.num_partitions if t.num_partitions > 0 else len(t.assignments) or default_partitions for t in topics]
