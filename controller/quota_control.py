@@ -96,6 +96,11 @@ class DescribeQuotasResult:
     entries: tuple[tuple[Entity, tuple[tuple[str, float], ...]], ...] = ()
 
 
+def java_entity(entity: Entity) -> str:
+    """An entity as Kafka's ClientQuotaEntity.toString writes it: ``ClientQuotaEntity(entries={user=a})``."""
+    return "ClientQuotaEntity(entries={" + ", ".join(f"{t}={'null' if n is None else n}" for t, n in entity) + "})"
+
+
 def validate_entity(pairs: list[tuple[str, str | None]]) -> ApiError | None:
     """Kafka's ClientQuotaControlManager.validateEntity."""
     if not pairs:
@@ -104,7 +109,7 @@ def validate_entity(pairs: list[tuple[str, str | None]]) -> ApiError | None:
     for entity_type, name in pairs:
         if entity_type in seen:
             return ApiError(
-                Errors.INVALID_REQUEST, f"Invalid empty client quota entity, duplicate entity entry {entity_type}"
+                Errors.INVALID_REQUEST, f"Invalid client quota entity, duplicate entity entry {entity_type}"
             )
         seen.add(entity_type)
         if entity_type not in (USER, CLIENT_ID, IP):
@@ -175,31 +180,42 @@ class QuotaControl:
     # -- AlterClientQuotas ---------------------------------------------------------------------------------------
 
     def alter_client_quotas(self, alterations: list[QuotaAlteration]) -> ControllerResult[list[AlterQuotaResult]]:
-        """One result per entry, in order; an entry fails whole (no record) at its first bad entity or op.
-        A value equal to the current one and the removal of an absent key write nothing."""
+        """One result per entry, in order; an entry fails whole (no record) at its first bad entity or op, as
+        Kafka's ClientQuotaControlManager.alterClientQuotas: a key twice in an entry, then an entity an earlier entry
+        named, then the entity's and each op's checks. A value equal to the current one and the removal of an absent
+        key write nothing."""
         results: list[AlterQuotaResult] = []
         records: list[ApiMessage] = []
+        seen_entities: set[Entity] = set()
         for alteration in alterations:
-            error = validate_entity(alteration.entity)
             entity = entity_of(alteration.entity)
-            keys = IP_KEYS if any(t == IP for t, _ in entity) else CLIENT_KEYS
-            current = dict(self.quotas.get(entity, ())) if error is None else {}
+            keys = [op.key for op in alteration.ops]
+            duplicated = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+            error: ApiError | None = None
+            if duplicated is not None:
+                error = ApiError(
+                    Errors.INVALID_REQUEST,
+                    f"Duplicate quota key {duplicated} not updating quota for this entity {java_entity(entity)}",
+                )
+            elif entity in seen_entities:
+                error = ApiError(Errors.INVALID_REQUEST, f"Ignoring duplicate entity {java_entity(entity)}")
+            else:
+                error = validate_entity(alteration.entity)
+            seen_entities.add(entity)
             mine: list[ApiMessage] = []
-            seen: set[str] = set()
-            for op in alteration.ops if error is None else ():
-                if op.key in seen:  # Kafka's broker-side check of the request
-                    error = ApiError(Errors.INVALID_REQUEST, f"Duplicate quota key {op.key} not updating quota.")
-                    break
-                seen.add(op.key)
-                if op.remove:
-                    if op.key in current:
-                        mine.append(self._record(entity, op.key, 0.0, remove=True))
-                    continue
-                error = validate_key_value(keys, op.key, op.value)
-                if error is not None:
-                    break
-                if current.get(op.key) != op.value:
-                    mine.append(self._record(entity, op.key, op.value, remove=False))
+            if error is None:
+                allowed = IP_KEYS if any(t == IP for t, _ in entity) else CLIENT_KEYS
+                current = dict(self.quotas.get(entity, ()))
+                for op in alteration.ops:
+                    if op.remove:
+                        if op.key in current:
+                            mine.append(self._record(entity, op.key, 0.0, remove=True))
+                        continue
+                    error = validate_key_value(allowed, op.key, op.value)
+                    if error is not None:
+                        break
+                    if current.get(op.key) != op.value:
+                        mine.append(self._record(entity, op.key, op.value, remove=False))
             if error is None:
                 records.extend(mine)
             results.append(AlterQuotaResult(alteration.entity, error or NO_ERROR))

@@ -77,14 +77,18 @@ async def test_alter_writes_records_and_describe_reads_committed(log: SharedLog)
         (alter([(USER, "a")], QuotaOp("producer_byte_rate", 1.5)), "producer_byte_rate cannot be a fractional value."),
         (alter([(USER, "a")], QuotaOp("producer_byte_rate", 2e19)), "is too large for a LONG."),
         (alter([("ip", "1.2.3.4")], QuotaOp(RATE, 1.0)), "Invalid configuration key controller_mutation_rate"),
-        (alter([(USER, "a")], QuotaOp(RATE, 1.0), QuotaOp(RATE, 2.0)), "Duplicate quota key controller_mutation_rate"),
+        (
+            alter([(USER, "a")], QuotaOp(RATE, 1.0), QuotaOp(RATE, 2.0)),
+            f"Duplicate quota key {RATE} not updating quota for this entity ClientQuotaEntity(entries={{user=a}})",
+        ),
+        (alter([(USER, "ok")], QuotaOp(RATE, 2.0)), "Ignoring duplicate entity ClientQuotaEntity(entries={user=ok})"),
     ],
 )
 async def test_alter_refuses_with_kafkas_messages(log: SharedLog, alteration: QuotaAlteration, message: str) -> None:
     ctl, _, _ = await active_cluster(log, [])
     first = len(log.entries)
     good = alter([(USER, "ok")], QuotaOp(RATE, 1.0))
-    bad, fine = await ctl.alter_client_quotas([alteration, good])
+    fine, bad = await ctl.alter_client_quotas([good, alteration])
     assert bad.error.code == Errors.INVALID_REQUEST and message in (bad.error.message or "")
     assert fine.error.code == Errors.NONE  # an entry fails alone
     assert [r.entity[0].entity_name for r in quota_records(log, first)] == ["ok"]
