@@ -45,7 +45,7 @@ from quorum.memory import release_periodically
 from quorum.raft.config import RaftConfig, VoterAddress, parse_voters
 from quorum.raft.runtime import RaftNode
 from quorum.transport.admin import RAW_APPEND_SETTING, QuorumAdminService
-from quorum.transport.peer import SERVER_OPTIONS
+from quorum.transport.server import new_server
 
 log = structlog.get_logger("pykraft.node")
 
@@ -313,7 +313,7 @@ async def serve(
         if settings.tls.client_auth is ClientAuth.REQUIRED:
             authenticate = peer_authenticator(settings.tls.mapper(), settings.voters)
         node.transport.secure(channel_credentials(settings.tls), authenticate, controller_name)
-    server = grpc.aio.server(options=SERVER_OPTIONS)
+    server = new_server()
     node.transport.add_to_server(server)
     named = settings.voters if settings.external_port is not None else settings.advertised or settings.voters
     add_client_services(server, settings, node, controller, named)
@@ -321,7 +321,7 @@ async def serve(
     bind = f"[{host}]:{settings.address.port}" if ":" in host else f"{host}:{settings.address.port}"
     external = None
     if settings.external_port is not None:  # clients only (no Raft), told the advertised endpoints
-        external = grpc.aio.server(options=SERVER_OPTIONS)
+        external = new_server()
         add_client_services(external, settings, node, controller, settings.advertised or settings.voters)
     listeners = [(server, settings.address.port)] + ([(external, settings.external_port)] if external else [])
     for srv, port_ in listeners:

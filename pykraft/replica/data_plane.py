@@ -63,7 +63,8 @@ from pykraft.security.tls import ClientAuth, ReloadingServerCredentials, TlsSett
 from quorum.errors import Errors, KafkaError
 from quorum.fault import FaultHandler, fault_message, spawn
 from quorum.log.message import Uuid
-from quorum.transport.peer import MAX_MESSAGE_BYTES, SERVER_OPTIONS
+from quorum.transport.peer import MAX_MESSAGE_BYTES
+from quorum.transport.server import new_server
 
 log = structlog.get_logger("pykraft.replica")
 
@@ -276,7 +277,7 @@ class DataPlane:
         """Serve fetches on the listener, and ``services`` (each adds itself to the server: the agent's Controller
         service over its image). False (and an error line) if it cannot be bound: the agent then runs its control
         plane only, and followers of its partitions cannot fetch."""
-        server = grpc.aio.server(options=SERVER_OPTIONS)
+        server = new_server()
         pb_grpc.add_ReplicaFetchServicer_to_server(FetchService(self.manager, self.check_replica), server)
         for add in services:
             add(server)

@@ -24,7 +24,7 @@ from quorum.log.log import MetadataLog
 from quorum.log.quorum_state import QuorumStateStore
 from quorum.raft.config import RaftConfig, VoterAddress
 from quorum.raft.runtime import RaftNode
-from quorum.transport.peer import SERVER_OPTIONS
+from quorum.transport.server import new_server
 
 FAST = RaftConfig(election_timeout_ms=50, fetch_timeout_ms=200, request_timeout_ms=200)
 CLUSTER_ID = "hostile"
@@ -87,7 +87,7 @@ async def live_node(tmp_path: Path, settings: ControllerSettings | None = None) 
         faults=faults,
     )
     controller = QuorumController(1, node, node_settings.controller, faults)
-    server = grpc.aio.server(options=SERVER_OPTIONS)
+    server = new_server()
     node.transport.add_to_server(server)
     add_client_services(server, node_settings, node, controller, voters)
     server.add_insecure_port(f"127.0.0.1:{port}")

@@ -50,3 +50,24 @@ async def test_oversized_requests_get_resource_exhausted(tmp_path: Path) -> None
         response = await admin.AppendRecords(qpb.AppendRecordsRequest(records=[b"\0" * (MAX_MESSAGE_BYTES - 1024)]))
         assert response.error_code != 0 and len(response.error_message) < 1000, response.error_message[:200]
         assert await live.serves(channel) and live.healthy
+
+
+async def test_a_request_that_is_no_message_gets_invalid_argument(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Left to gRPC, undecodable bytes were UNKNOWN and a traceback at ERROR per request (found by the fuzzer)."""
+    async with live_node(tmp_path) as live, grpc.aio.insecure_channel(live.address) as channel:
+        for path in ("/pykraft.controller.v1.Controller/CreateTopics", "/pykraft.quorum.v1.QuorumAdmin/DescribeQuorum"):
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                await channel.unary_unary(path)(b"\xff\xff\xff", timeout=5)
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value
+            assert "not a valid message" in (e.value.details() or "")
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            async for _ in channel.unary_stream("/pykraft.quorum.v1.QuorumAdmin/ExportLog")(b"\xff\xff\xff", timeout=5):
+                pass
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value
+        assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+        # A valid request on the same methods is still served (the guard decodes, the handler answers).
+        chunks = [c async for c in qpb_grpc.QuorumAdminStub(channel).ExportLog(qpb.ExportLogRequest())]
+        assert chunks and chunks[0].cluster_id
+        assert await live.serves(channel) and live.healthy

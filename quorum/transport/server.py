@@ -1,0 +1,70 @@
+"""The gRPC server every listener uses (a node's voter and external ports, a broker's listener): SERVER_OPTIONS'
+limits, and requests that are not the message their method takes refused with INVALID_ARGUMENT.
+
+Left to gRPC, such a request (garbage, or a mutated message: the fuzz tests send both) fails in gRPC's own decoding
+before the handler: the caller hears UNKNOWN ("Unexpected DecodeError"), and the node logs a full traceback at ERROR
+through the standard library for every one — a flood of garbage became a flood of tracebacks. Here the handlers of
+unary-request methods take the raw bytes and decode them themselves. Streaming requests (the peer stream) decode in
+their own reader, which ends the stream on bytes that are no message (quorum/transport/peer.py)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+import structlog
+from google.protobuf.message import DecodeError
+
+from quorum.transport.peer import SERVER_OPTIONS
+
+log = structlog.get_logger("quorum.transport")
+
+
+def new_server() -> grpc.aio.Server:
+    return grpc.aio.server(options=SERVER_OPTIONS, interceptors=[DecodeGuard()])
+
+
+class DecodeGuard(grpc.aio.ServerInterceptor):
+    """Decodes unary requests itself: one that is not its method's message is refused with INVALID_ARGUMENT."""
+
+    def __init__(self) -> None:
+        self.refused = 0
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None or handler.request_streaming or handler.request_deserializer is None:
+            return handler
+        decode = handler.request_deserializer
+        method = details.method
+
+        async def request(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                return decode(raw)
+            except DecodeError as e:
+                self.refused += 1
+                log.debug("request_undecodable", method=method, peer=context.peer(), bytes=len(raw))
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the request is not a valid message: {e}")
+
+        if handler.unary_unary is not None:
+            behaviour = handler.unary_unary
+
+            async def unary_unary(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+                return await behaviour(await request(raw, context), context)
+
+            return grpc.unary_unary_rpc_method_handler(unary_unary, response_serializer=handler.response_serializer)
+        streaming = handler.unary_stream
+
+        async def unary_stream(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            result = streaming(await request(raw, context), context)
+            if hasattr(result, "__aiter__"):
+                async for item in result:
+                    yield item
+            else:  # a handler that writes through context.write
+                await result
+
+        return grpc.unary_stream_rpc_method_handler(unary_stream, response_serializer=handler.response_serializer)
