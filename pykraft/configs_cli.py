@@ -51,6 +51,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--entity-default", action="store_true", help="the cluster-wide broker default, or the default user / client"
     )
+    p.add_argument("--user", help="a user principal's name (client quotas; with --client: the pair)")
+    p.add_argument("--client", help="a client id (client quotas)")
+    p.add_argument("--user-defaults", action="store_true", help="the default user (client quotas)")
+    p.add_argument("--client-defaults", action="store_true", help="the default client id (client quotas)")
     p.add_argument("--describe", action="store_true", help="list the entity's configs")
     p.add_argument("--alter", action="store_true", help="change the entity's configs")
     p.add_argument("--all", action="store_true", help="--describe: every config, not only the dynamic ones")
@@ -76,6 +80,8 @@ def check_args(args: argparse.Namespace) -> None:
                 raise UsageError(f'Option "[describe]" can\'t be used with option "[{option.replace("_", "-")}]"')
     if args.bootstrap_server is None:
         raise UsageError("The required --bootstrap-server argument must be specified")
+    if quota_cli.check_quota_args(args):  # --user / --client / --user-defaults / --client-defaults
+        return
     if args.entity_type is None:
         raise UsageError("At least one entity type must be specified")
     if args.entity_type not in ENTITY_TYPES and args.entity_type not in QUOTA_ENTITY_TYPES:

@@ -378,9 +378,9 @@ def test_configs_usage_errors(lc: LifecycleCluster, cli) -> None:  # type: ignor
     topic = ("--entity-type", "topics", "--entity-name", "cfg")
     cases = {
         topic: "Command must include exactly one action: --describe, --alter",
-        ("--entity-type", "clients", "--describe"): (
-            "Invalid entity type clients, the entity type must be one of topics, brokers with a --bootstrap-server "
-            "argument"
+        ("--entity-type", "groups", "--describe"): (
+            "Invalid entity type groups, the entity type must be one of topics, brokers, users, clients with a "
+            "--bootstrap-server argument"
         ),
         ("--entity-type", "topics", "--entity-default", "--describe"): (
             "--entity-default must not be specified with --describe of topics"

@@ -96,11 +96,11 @@ async def test_configs_cli_users_and_clients(tmp_path: Path, capsys: pytest.Capt
         )
         assert (code, out) == (0, "Completed updating config for client app.\n")
         code, out, _ = await cli("--describe", *alice)
-        assert out == f"Quota configs for user-principal 'alice' are {RATE}=10.0,producer_byte_rate=1024.0\n"
+        assert out == f"Quota configs for user-principal 'alice' are {RATE}=10.0, producer_byte_rate=1024.0\n"
         code, out, _ = await cli("--describe", "--entity-type", "users")
         assert out.splitlines() == [  # the default entity first, then by name
             f"Quota configs for the default user-principal are {RATE}=2.0",
-            f"Quota configs for user-principal 'alice' are {RATE}=10.0,producer_byte_rate=1024.0",
+            f"Quota configs for user-principal 'alice' are {RATE}=10.0, producer_byte_rate=1024.0",
         ]
         code, out, _ = await cli("--describe", "--entity-type", "clients")
         assert out == f"Quota configs for client-id 'app' are {RATE}=5.0\n"
@@ -117,6 +117,17 @@ async def test_configs_cli_users_and_clients(tmp_path: Path, capsys: pytest.Capt
         assert (code, err) == (1, f"Cannot parse quota configuration value for {RATE}: fast\n")
         code, _, err = await cli("--alter", "--add-config", f"{RATE}=1", "--entity-type", "users")
         assert code == 2 and "An entity-name or default entity must be specified with --alter of users" in err
+        # kafka-configs.sh's shorthands: a user and client-id pair, the defaults, Java's Double.toString
+        code, out, _ = await cli("--alter", "--add-config", f"{RATE}=1e7", "--user", "alice", "--client", "app")
+        assert (code, out) == (0, "Completed updating config for user alice.\n")
+        code, out, _ = await cli("--describe", "--user", "alice", "--client", "app")
+        assert out == f"Quota configs for user-principal 'alice', client-id 'app' are {RATE}=1.0E7\n"
+        code, out, _ = await cli("--alter", "--add-config", f"{RATE}=3", "--user-defaults", "--client-defaults")
+        assert (code, out) == (0, "Completed updating default config for users in the cluster.\n")
+        code, out, _ = await cli("--describe", "--user-defaults", "--client-defaults")
+        assert out == f"Quota configs for the default user-principal, the default client-id are {RATE}=3.0\n"
+        code, _, err = await cli("--describe", "--user", "a", "--entity-type", "users")
+        assert code == 2 and "can't be used with --user or --client" in err
         code, _, err = await cli("--describe", "--entity-type", "groups")
         assert code == 2 and "topics, brokers, users, clients" in err
 
