@@ -40,6 +40,7 @@ from pyspark.sql.types import (
 )
 
 from controller.records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     DecodeError,
@@ -49,6 +50,7 @@ from controller.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
@@ -94,13 +96,19 @@ TYPED = [
     ("rack", pa.string()),
     ("fenced", pa.int32()),  # 1 fenced, -1 unfenced, 0 or null no change
     ("in_controlled_shutdown", pa.int32()),
-    ("resource_type", pa.int32()),
+    ("resource_type", pa.int32()),  # ConfigRecord: Kafka's ConfigResource.Type; ACL records: its ResourceType
     ("resource_name", pa.string()),
     ("config_name", pa.string()),
     ("config_value", pa.string()),
     ("feature_name", pa.string()),
     ("feature_level", pa.int32()),
     ("raft_leader_id", pa.int32()),
+    ("acl_id", pa.string()),  # AccessControlEntryRecord, RemoveAccessControlEntryRecord (base64url, as Kafka prints)
+    ("pattern_type", pa.int32()),  # Kafka's codes: PatternType, AclOperation, AclPermissionType
+    ("principal", pa.string()),
+    ("host", pa.string()),
+    ("operation", pa.int32()),
+    ("permission_type", pa.int32()),
 ]
 JSON_COLUMN = ("json", pa.string())
 
@@ -165,6 +173,16 @@ def _adder(*getters: Any) -> Any:
     return add
 
 
+_ACL_COLUMNS = (
+    "acl_id",
+    "resource_type",
+    "resource_name",
+    "pattern_type",
+    "principal",
+    "host",
+    "operation",
+    "permission_type",
+)
 _PARTITION_COLUMNS = ("topic_id", "partition_id", "replicas", "isr", "removing_replicas", "adding_replicas", "leader")
 _EXTRACT: dict[type, tuple[tuple[str, ...], Any]] = {
     TopicRecord: (("topic_id", "topic_name"), _add_topic),
@@ -203,7 +221,22 @@ _EXTRACT: dict[type, tuple[tuple[str, ...], Any]] = {
     ),
     FeatureLevelRecord: (("feature_name", "feature_level"), _adder(lambda m: m.name, lambda m: m.feature_level)),
     LeaderChangeMessage: (("raft_leader_id",), _adder(lambda m: m.leader_id)),
+    AccessControlEntryRecord: (
+        _ACL_COLUMNS,
+        _adder(
+            lambda m: m.id,
+            lambda m: m.resource_type,
+            lambda m: m.resource_name,
+            lambda m: m.pattern_type,
+            lambda m: m.principal,
+            lambda m: m.host,
+            lambda m: m.operation,
+            lambda m: m.permission_type,
+        ),
+    ),
+    RemoveAccessControlEntryRecord: (("acl_id",), _adder(lambda m: m.id)),
 }
+_UUIDS = ("topic_id", "acl_id")
 
 
 @dataclass(frozen=True)
@@ -302,7 +335,7 @@ class _Bucket:
         if self.errors is not None:
             arrays["error"] = pa.array(self.errors, pa.string())
         for name, col in zip(self.typed, self.columns, strict=True):
-            arrays[name] = uuid_strings(col) if name == "topic_id" else pa.array(col, type=schema.field(name).type)
+            arrays[name] = uuid_strings(col) if name in _UUIDS else pa.array(col, type=schema.field(name).type)
         if self.json is not None:
             arrays["json"] = pa.array(self.json, type=pa.string())
         columns = []

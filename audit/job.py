@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-from audit import history, reassignments, tables, timeline
+from audit import acls, history, reassignments, tables, timeline
 from audit.invariants import suspects_findings
 from audit.record_checks import over_partition
 from audit.records import read_records, read_summary, records_of, write_tables
@@ -49,8 +49,17 @@ class AuditResult:
             f"topics {self.tables['topics']:,}, partitions {self.tables['partitions']:,}, brokers "
             f"{self.tables['brokers']:,} ({s['fenced_brokers']} fenced), configs {self.tables['configs']:,}",
         ]
+        acl_counts = s.get("acls")
+        if acl_counts:
+            lines.append(
+                f"acls {acl_counts['in_force']:,} in force ({acl_counts['created']:,} created, "
+                f"{acl_counts['removed']:,} removed)"
+            )
         for warning in warning_lines(s.get("warnings")):
             lines.append("warning: " + warning)
+        for acl in (s.get("warnings") or {}).get("risky_acls", {}).get("rows", []):
+            at = "in the snapshot" if acl["created_offset"] is None else f"offset {acl['created_offset']}"
+            lines.append(f"  {acls.describe(acl)}, created at {at}: {'; '.join(acl['risks'])}")
         moves = s.get("reassignments")
         if moves:
             counted = ", ".join(f"{n} {outcome}" for outcome, n in moves.items())
@@ -69,6 +78,7 @@ OUTPUT_TABLES = (
     "partitions",
     "brokers",
     "configs",
+    "acls",
     "topics_per_minute",
     "brokers_load",
     "racks_load",
@@ -87,7 +97,7 @@ WARNING_ROWS = 20
 
 def warning_lines(warnings: dict[str, Any] | None) -> list[str]:
     """The warnings in words: leaders on fenced brokers (by broker), partitions without a leader, leaders on brokers
-    that are not registered."""
+    that are not registered, risky ACLs in force (by risk: :func:`audit.acls.risky`)."""
     if not warnings:
         return []
     lines = []
@@ -102,6 +112,10 @@ def warning_lines(warnings: dict[str, Any] | None) -> list[str]:
     if unknown.get("count"):
         by = ", ".join(f"broker {b}: {n:,}" for b, n in unknown["by_broker"].items())
         lines.append(f"{unknown['count']:,} partition(s) led by a broker that is not registered ({by})")
+    risky = warnings.get("risky_acls", {})
+    if risky.get("count"):
+        by = ", ".join(f"{acls.RISKS[r]}: {n:,}" for r, n in risky["by_risk"].items())
+        lines.append(f"{risky['count']:,} risky ACL(s) in force ({by})")
     return lines
 
 
@@ -157,6 +171,7 @@ def analytics(rows: DataFrame, state: State, as_of_offset: int | None = None) ->
         "racks_load": per_rack,
         "replication_factors": factors,
         "configs_in_use": configs_in_use,
+        "acls": rows.sparkSession.createDataFrame(acls_of(records_as_of(rows, as_of_offset))),
         **leadership(rows, as_of_offset),
     }
 
@@ -214,8 +229,15 @@ def timeline_of(r: DataFrame) -> pa.Table:
             timeline.broker_events(rows(tables.BROKER_TYPES, tables.BROKER_EVENT_INPUT)),
             timeline.config_events(rows(("ConfigRecord",), [*tables.CONFIG_KEY, "config_value", *where])),
             timeline.topic_events(rows(history.TOPIC_EVENT_TYPES, tables.TOPIC_INPUT)),
+            timeline.acl_events(rows(acls.TYPES, acls.INPUT)),
         ]
     ).sort_by("order")
+
+
+def acls_of(r: DataFrame) -> pa.Table:
+    """The ACLs of decoded rows (:func:`audit.replay.records_as_of`): their records read back to the driver (they
+    are few), the table made there (:func:`audit.acls.acls`, as the job's last task does)."""
+    return acls.acls(r.where(F.col("record_type").isin(*acls.TYPES)).select(*acls.INPUT).toArrow())
 
 
 def reassignments_of(r: DataFrame, end_ms: int | None) -> pa.Table:
@@ -292,6 +314,9 @@ def run_audit(
     violation_counts = {c["values"]: c["counts"] for c in pc.value_counts(checks).to_pylist()}
     fenced = len(state["brokers"].filter(pc.field("fenced")))
     warned = tables.warnings(state["partitions"], state["brokers"], WARNING_ROWS)
+    acl_table = tables.read_table(out / "acls", acls.ACLS)
+    warned["risky_acls"] = acls.risky(acl_table, WARNING_ROWS)
+    in_force = pc.sum(pc.cast(acl_table.column("in_force"), pa.int64())).as_py() or 0
     t_tables = time.perf_counter()
     result = AuditResult(
         out=out,
@@ -311,7 +336,11 @@ def run_audit(
                 "max_ms": pc.max(offline.column("max_ms")).as_py() or 0,
                 "at_end": pc.sum(pc.cast(offline.column("offline_at_end"), "int64")).as_py() or 0,
             },
-            "warnings": {name: {k: v for k, v in entry.items() if k != "rows"} for name, entry in warned.items()},
+            "warnings": {
+                name: {k: v for k, v in entry.items() if k != "rows" or name == "risky_acls"}
+                for name, entry in warned.items()
+            },
+            "acls": {"in_force": in_force, "created": acl_table.num_rows, "removed": acl_table.num_rows - in_force},
             "reassignments": reassignments.outcomes(found["reassignments"]),
             "topics_total": overview.num_rows,
             "as_of_offset": as_of_offset,

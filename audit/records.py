@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StringType, StructField, StructType
 
-from audit import history, reassignments, tables, timeline
+from audit import acls, history, reassignments, tables, timeline
 from audit.decode import FileRange, arrow_schema, spark_schema
 from audit.fold import INPUT as FOLD_INPUT
 from audit.fold import STATE, buckets_of, fold_range, merge_deltas, topic_spans
@@ -109,7 +109,7 @@ SUMMARIES = (
     "reassignment_moves",
 )
 # the state, the checks, and what changed when (audit.timeline)
-TABLES = ("topics", "partitions", "brokers", "configs", "violations", "topics_per_minute", "timeline")
+TABLES = ("topics", "partitions", "brokers", "configs", "acls", "violations", "topics_per_minute", "timeline")
 BUCKETS = "by_topic"  # deltas, topic events, partition rows: a directory per bucket of topics; merged, then removed
 
 
@@ -277,8 +277,8 @@ def records_of(out: str | Path, kinds: tuple[str, ...], columns: list[str], as_o
 
 
 def _merge_rest(out: str, as_of: int | None) -> None:
-    """What is not kept per topic, beside the buckets: the brokers, the configs, topics created per minute, and
-    the checks along the log's batches and across topic names."""
+    """What is not kept per topic, beside the buckets: the brokers, the configs, the ACLs, topics created per
+    minute, and the checks along the log's batches and across topic names."""
     events = records_of(out, ("TopicRecord", "RemoveTopicRecord"), tables.TOPIC_INPUT, as_of)
     created = events.filter(pc.equal(events.column("record_type"), "TopicRecord"))
     brokers = records_of(out, tables.BROKER_TYPES, tables.BROKER_EVENT_INPUT, as_of)
@@ -288,7 +288,14 @@ def _merge_rest(out: str, as_of: int | None) -> None:
     tables.write_table(tables.brokers(brokers), Path(out) / "brokers")
     tables.write_table(tables.configs(configs, events), Path(out) / "configs")
     tables.write_table(tables.topics_per_minute(created), Path(out) / "topics_per_minute")
-    changes = [timeline.broker_events(brokers), timeline.config_events(configs), timeline.topic_events(events)]
+    acl_rows = records_of(out, acls.TYPES, acls.INPUT, as_of)
+    tables.write_table(acls.acls(acl_rows), Path(out) / "acls")
+    changes = [
+        timeline.broker_events(brokers),
+        timeline.config_events(configs),
+        timeline.topic_events(events),
+        timeline.acl_events(acl_rows),
+    ]
     tables.write_table(pa.concat_tables(changes).sort_by("order"), Path(out) / "timeline", "rest.parquet")
     batches = tables.read_table(Path(out) / "batches", BATCHES)
     found = [

@@ -1,5 +1,6 @@
-"""``report.html``: the audit a person reads — the export's manifest, warnings, the findings grouped by root cause,
-a filterable timeline of what changed when, the topics, charts (matplotlib PNGs beside it) and the tables.
+"""``report.html``: the audit a person reads — the export's manifest, warnings (risky ACLs among them), the findings
+grouped by root cause, a filterable timeline of what changed when, the topics, the ACLs, charts (matplotlib PNGs
+beside it) and the tables.
 
 The page is one file with its own small script (no external scripts or styles: it works offline). Missing values
 are empty cells, never "None"; enums print by name (a config's resource type is ``TOPIC``, not 2).
@@ -17,6 +18,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display here or on a Spark driver
 import matplotlib.pyplot as plt
 
+from audit.acls import RISKS, SHOWN
 from audit.findings import Group, group
 from audit.timeline import KINDS, resource_type_name
 
@@ -199,10 +201,19 @@ def _warnings(warnings: dict[str, dict] | None, as_of: int | None) -> str:
             f'<div class="warning" id="warning-{name}"><p><strong>{entry["count"]:,} {title}</strong>{brokers}, '
             f"{when}{shown}:</p>" + _table(entry["rows"]) + "</div>"
         )
+    risky = warnings.get("risky_acls") or {}
+    if risky.get("count"):
+        by = ", ".join(f"{RISKS[r]}: {n:,}" for r, n in risky["by_risk"].items())
+        shown = f"; the first {len(risky['rows'])}" if risky["count"] > len(risky["rows"]) else ""
+        rows = [{**r, "risks": "; ".join(r["risks"])} for r in risky["rows"]]
+        parts.append(
+            f'<div class="warning" id="warning-risky_acls"><p><strong>{risky["count"]:,} risky ACL(s) in force'
+            f"</strong> ({html.escape(by)}), {when}{shown}:</p>" + _table(rows) + "</div>"
+        )
     if not parts:
         return (
             '<section id="warnings"><h2>Warnings</h2><p class="ok">None: every partition has a leader on an '
-            "unfenced, registered broker.</p></section>"
+            "unfenced, registered broker, and no ACL in force is a risky grant.</p></section>"
         )
     return '<section id="warnings"><h2>Warnings</h2>' + "".join(parts) + "</section>"
 
@@ -291,11 +302,41 @@ def _timeline(rows: list[dict[str, Any]], total: int) -> str:
     )
     return (
         "<h2>What changed when</h2><p>Broker registrations, fencings and controlled shutdowns, leader, ISR and "
-        f"replica changes, config changes, topics created and deleted, by offset and batch time: {note}.</p>"
+        f"replica changes, config changes, topics created and deleted, ACLs created and removed, by offset and batch "
+        f"time: {note}.</p>"
         '<p class="filter"><input type="search" id="timeline-text" placeholder="filter: broker 101, orders-3, '
         f'retention…" size="40"> {boxes} <span id="timeline-shown"></span> shown</p>'
         '<table id="timeline"><thead><tr><th>offset</th><th>time</th><th>kind</th><th>subject</th><th>detail</th>'
         f"</tr></thead><tbody>{body}</tbody></table><script>{TIMELINE_SCRIPT}</script>"
+    )
+
+
+def _acls(rows: list[dict[str, Any]], counts: dict[str, int] | None, total: int) -> str:
+    """Who may do what: the ACLs in force (when each was created), then those removed (and when)."""
+    if not counts or not counts["created"]:
+        return '<section id="acls"><h2>ACLs</h2><p>The log holds no ACL.</p></section>'
+
+    def shown(r: dict[str, Any], removed: bool) -> dict[str, Any]:
+        row = {k: r[k] for k in SHOWN}
+        row["created at offset"] = "(in the snapshot)" if r["created_in_snapshot"] else r["created_offset"]
+        row["created"] = r["created_time"]
+        if removed:
+            row["removed at offset"], row["removed"] = r["removed_offset"], r["removed_time"]
+        row["id"] = r["acl_id"]
+        return row
+
+    live = [shown(r, False) for r in rows if r["in_force"]]
+    gone = [shown(r, True) for r in rows if not r["in_force"]]
+    note = f"<p>(the first {len(rows):,} of {total:,}; all in the <code>acls</code> Parquet table)</p>"
+    return (
+        f'<section id="acls"><h2>ACLs</h2><p>{counts["in_force"]:,} in force, {counts["removed"]:,} removed; '
+        "offsets and batch times of each creation and removal.</p>"
+        + (note if total > len(rows) else "")
+        + "<h3>In force</h3>"
+        + _table(live, 500, ' id="acls-in-force"')
+        + "<h3>Removed</h3>"
+        + _table(gone, 500, ' id="acls-removed"')
+        + "</section>"
     )
 
 
@@ -419,6 +460,7 @@ def write_report(
         _findings(result, tables.get("violations", []), topic_ids),
         _timeline(tables.get("timeline", []), result.tables.get("timeline", len(tables.get("timeline", [])))),
         _topics(tables.get("topics_overview", []), s.get("topics_total")),
+        _acls(tables.get("acls", []), s.get("acls"), result.tables.get("acls", 0)),
         "<h2>Charts</h2>" + "".join(f'<img src="{c}" alt="{c}">' for c in charts),
         "<h2>State</h2>" + _table([{"table": k, "rows": v} for k, v in result.tables.items()]),
         "<h2>Brokers</h2>" + _table(brokers),

@@ -1,7 +1,8 @@
 """The audit's ``timeline``: what changed when, a row per change, in words a person reads.
 
 Broker registrations, fencings, unfencings, controlled shutdowns and unregistrations; a partition's leader, ISR and
-replicas changing ("leader 101 -> 102", "isr 101,102,103 -> 101,102"); config changes; topics created and deleted.
+replicas changing ("leader 101 -> 102", "isr 101,102,103 -> 101,102"); config changes; topics created and deleted;
+ACLs created and removed.
 Each row has the record's offset and its batch's append time, a kind, a subject (``broker 101``, a topic, a
 topic-partition, ``TOPIC orders``) and the detail.
 
@@ -19,6 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
+
+from audit import acls
 
 TIMELINE = pa.schema(
     [
@@ -42,6 +45,8 @@ KINDS = (
     "config",
     "topic_created",
     "topic_deleted",
+    "acl_created",
+    "acl_removed",
 )
 # Kafka's ConfigResource.Type ids (the ConfigRecord's ResourceType).
 RESOURCE_TYPES = {0: "UNKNOWN", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
@@ -213,6 +218,11 @@ def topic_events(events: pa.Table) -> pa.Table:
             }
         )
     return _rows(out)
+
+
+def acl_events(rows: pa.Table) -> pa.Table:
+    """ACLs created and removed (``audit.acls``). ``rows``: the ACL records (``audit.acls.INPUT``)."""
+    return _rows(acls.events(rows))
 
 
 def newest(directory: Path, limit: int) -> tuple[list[dict], int]:

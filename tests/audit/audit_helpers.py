@@ -13,6 +13,7 @@ from typing import Any
 from controller.cluster_control import ClusterControl
 from controller.placement import PLACERS
 from controller.records import (
+    AccessControlEntryRecord,
     ApiMessage,
     BrokerEndpoint,
     BrokerFeature,
@@ -22,6 +23,7 @@ from controller.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     Uuid,
     Voter,
     serialize,
@@ -30,7 +32,7 @@ from controller.replication_control import ReplicationControl, ReplicationSettin
 from controller.timeline import Timeline
 from quorum.log.batch import HEADER_SIZE, build_batch
 from quorum.log.control import encode_control
-from quorum.log.log import METADATA_PARTITION_DIR
+from quorum.log.log import METADATA_PARTITION_DIR, MetadataLog
 from quorum.log.snapshots import SnapshotFileWriter, SnapshotId
 
 TS = 1_700_000_000_000  # append time of the hand-built batches (ms)
@@ -274,3 +276,74 @@ def leader_change(leader: int) -> LeaderChangeMessage:
 
 def topic_config(topic: str, name: str, value: str | None) -> ConfigRecord:
     return ConfigRecord(resource_type=2, resource_name=topic, name=name, value=value)
+
+
+# -- ACLs --------------------------------------------------------------------------------------------------------------
+
+TOPIC, GROUP, CLUSTER = 2, 3, 4
+LITERAL, PREFIXED = 3, 4
+ALL, READ, WRITE, DESCRIBE = 2, 3, 4, 8
+DENY, ALLOW = 2, 3
+
+
+def acl_entry(
+    n: int,
+    principal: str,
+    operation: int,
+    resource_type: int = TOPIC,
+    name: str = "orders",
+    *,
+    pattern: int = LITERAL,
+    host: str = "*",
+    permission: int = ALLOW,
+) -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(
+        id=uid(100 + n), resource_type=resource_type, resource_name=name, pattern_type=pattern, principal=principal,
+        host=host, operation=operation, permission_type=permission,
+    )  # fmt: skip
+
+
+SNAPSHOT_ACLS = [
+    acl_entry(1, "User:bob", READ),  # removed later
+    acl_entry(2, "User:*", DESCRIBE, GROUP, "g1"),  # everyone
+]
+ACL_SNAPSHOT_END = 3  # the log's offsets 0-2 (a leader change, then the snapshot's two ACLs)
+
+
+def acl_log(root: Path) -> tuple[dict[str, int], list[ApiMessage]]:
+    """A metadata log in Kafka's format whose ACLs are created, replaced (the same id again) and removed, each risky
+    grant among them: a snapshot at offset 3 (Kafka's layout), and the log's batches after it, written by the log
+    writer (each batch at its own time). Returns their offsets by name and every data record the audit reads, in
+    order."""
+    directory = root / METADATA_PARTITION_DIR
+    batches: list[tuple[str, list[ApiMessage], bool]] = [
+        ("leader", [leader_change(1)], True),
+        ("before", SNAPSHOT_ACLS, False),  # what the snapshot holds (the audit reads the snapshot instead)
+        ("cluster_all", [acl_entry(3, "User:alice", ALL, CLUSTER, "kafka-cluster")], False),
+        (
+            "more",
+            [
+                acl_entry(4, "User:carol", WRITE, name="*", host="10.0.0.5"),  # every topic
+                acl_entry(5, "User:dave", ALL, name="*"),  # DENY: never risky
+                acl_entry(6, "User:erin", READ, name="pay", pattern=PREFIXED, host="10.0.0.7"),
+            ],
+            False,
+        ),
+        ("removed", [RemoveAccessControlEntryRecord(id=uid(101)), RemoveAccessControlEntryRecord(id=uid(106))], False),
+        ("frank", [acl_entry(7, "User:frank", READ, name="x")], False),
+        ("replaced", [acl_entry(7, "User:*", ALL, name="x")], False),  # the same id again replaces the ACL
+    ]
+    batches[3][1][1].permission_type = DENY
+    offsets: dict[str, int] = {}
+    read = list(SNAPSHOT_ACLS)
+    with MetadataLog.open(root) as log:
+        for i, (name, records, control) in enumerate(batches):
+            pairs = [encode_control(r) for r in records] if control else [(None, serialize(r)) for r in records]
+            info = log.append(build_batch(pairs, epoch=1, timestamp=TS + 1000 * i, control=control))
+            offsets[name] = info.base_offset
+            if not control and name != "before":
+                read.extend(records)
+        log.flush()
+    assert offsets["cluster_all"] == ACL_SNAPSHOT_END
+    (directory / snapshot_name(ACL_SNAPSHOT_END, 1)).write_bytes(snapshot_bytes(SNAPSHOT_ACLS, epoch=1))
+    return offsets, read

@@ -145,6 +145,19 @@ def expected_typed(m: ApiMessage) -> dict[str, Any]:
         return {"feature_name": m.name, "feature_level": m.feature_level}
     if isinstance(m, LeaderChangeMessage):
         return {"raft_leader_id": m.leader_id}
+    if isinstance(m, AccessControlEntryRecord):
+        return {
+            "acl_id": str(m.id),
+            "resource_type": m.resource_type,
+            "resource_name": m.resource_name,
+            "pattern_type": m.pattern_type,
+            "principal": m.principal,
+            "host": m.host,
+            "operation": m.operation,
+            "permission_type": m.permission_type,
+        }
+    if isinstance(m, RemoveAccessControlEntryRecord):
+        return {"acl_id": str(m.id)}
     return {}
 
 

@@ -21,6 +21,8 @@ import pytest
 from audit_helpers import (
     TS,
     LogBuilder,
+    acl_entry,
+    acl_log,
     assert_same_state,
     audit_state,
     change,
@@ -48,6 +50,7 @@ from controller.records import (
     FeatureLevelRecord,
     FenceBrokerRecord,
     NoOpRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
@@ -180,6 +183,7 @@ def history() -> tuple[LogBuilder, int]:
         ConfigRecord(resource_type=4, resource_name="1", name="log.retention.ms", value="1"),  # a broker's
         ConfigRecord(resource_type=4, resource_name="", name="num.io.threads", value="8"),  # the cluster default
     )
+    b.add(acl_entry(1, "User:alice", 3), acl_entry(2, "User:*", 2, 4, "kafka-cluster"))  # READ orders; ALL, cluster
     cut = b.next_offset - 1
     b.epoch = 2
     b.add(leader_change(2), control=True)
@@ -232,6 +236,7 @@ def history() -> tuple[LogBuilder, int]:
         timestamp=TS + 6000,
     )
     b.add(change(1, e[1], fenced=-1), timestamp=TS + 9000)
+    b.add(RemoveAccessControlEntryRecord(id=uid(101)), acl_entry(3, "User:bob", 4), timestamp=TS + 9500)
     return b, cut
 
 
@@ -551,6 +556,33 @@ def test_run_audit_in_a_long_lived_session_leaves_nothing_cached(spark: Any, tmp
     assert spark.sparkContext._jsc.getPersistentRDDs().size() == cached_before
     assert first.violations == second.violations and first.tables == second.tables
     assert sum(first.violations.values()) == sum(expected.values())
+
+
+def test_the_report_says_who_may_do_what(spark: Any, tmp_path: Path) -> None:
+    """The ACLs in force with when each was created, those removed, and the risky grants as warnings: in the text,
+    summary.json and report.html (the tables themselves: test_acls_audit.py)."""
+    o, _ = acl_log(tmp_path / "log")
+    result = run_audit(spark, tmp_path / "log", tmp_path / "out")
+    text = result.text()
+    assert "acls 5 in force (8 created, 3 removed)" in text, text
+    assert "warning: 4 risky ACL(s) in force (ALLOW to every user (User:*): 2," in text, text
+    line = f"  User:alice from * ALLOW ALL on CLUSTER kafka-cluster (LITERAL), created at offset {o['cluster_all']}: "
+    assert line + "ALLOW of ALL operations from any host (*); ALLOW of ALL on the CLUSTER" in text, text
+    assert "User:* from * ALLOW DESCRIBE on GROUP g1 (LITERAL), created at in the snapshot" in text, text
+    assert result.tables["acls"] == 8
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["acls"] == {"in_force": 5, "created": 8, "removed": 3}
+    risky = summary["warnings"]["risky_acls"]
+    assert risky["count"] == 4 and [r["created_offset"] for r in risky["rows"]] == [
+        None, o["cluster_all"], o["more"], o["replaced"]
+    ]  # fmt: skip
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert 'id="warning-risky_acls"' in page and "4 risky ACL(s) in force" in page
+    in_force = page.split('id="acls-in-force"')[1].split("</table>")[0]
+    removed = page.split('id="acls-removed"')[1].split("</table>")[0]
+    assert in_force.count("<tr>") == 6 and removed.count("<tr>") == 4  # with the header rows
+    assert "User:bob" in removed and "User:bob" not in in_force and "(in the snapshot)" in in_force
+    assert page.count('data-kind="acl_') == 9
 
 
 # -- the CLI -----------------------------------------------------------------------------------------------------------
