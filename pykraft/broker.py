@@ -235,6 +235,18 @@ async def resolve_cluster_id(settings: ObserverSettings, admin: AdminClient) -> 
             await asyncio.sleep(1)
 
 
+def image_services(observer: MetadataObserver, tls: TlsSettings | None) -> list[Callable[[grpc.aio.Server], None]]:
+    """The Controller service over the observer's image. With ``authorizer.class.name`` among the broker's settings
+    (the image's, as a controller's), every read it answers is authorized as on the controllers — the caller named by
+    the listener's ``ssl.principal.mapping.rules``, decided by the image's committed ACLs and ``super.users`` —
+    and writes still get NOT_CONTROLLER first."""
+    mapper = tls.mapper() if tls is not None else None
+    service = ControllerService(observer.image, observer.cluster_id, observer.voters, mapper=mapper)
+    if service.authorization.enabled:
+        log.info("broker_authorization_enabled", super_users=observer.image.settings.super_users)
+    return [service.add_to_server]
+
+
 class BrokerAgent:
     def __init__(
         self,
@@ -254,6 +266,7 @@ class BrokerAgent:
         self.broker_id = broker_id
         self.rack = rack
         self.listener = listener
+        self.tls = tls
         self.interval = heartbeat_interval_ms / 1000
         self.admin = admin or AdminClient(bootstrap, request_timeout_ms=5000, default_api_timeout_ms=15_000, tls=tls)
         # Registration and heartbeats run on their own loop, thread and client (see pykraft/loop_thread.py): a main
@@ -285,10 +298,7 @@ class BrokerAgent:
 
     def services(self) -> list[Callable[[grpc.aio.Server], None]]:
         """Served on the listener beside fetches: the Controller service over the image, when there is one."""
-        if self.observer is None:
-            return []
-        o = self.observer
-        return [ControllerService(o.image, o.cluster_id, o.voters).add_to_server]
+        return [] if self.observer is None else image_services(self.observer, self.tls)
 
     async def register(self) -> None:
         while True:

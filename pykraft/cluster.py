@@ -16,8 +16,9 @@ controllers (the leader resigns).
 (``broker-<id>``) and admin client (``admin``) under ``<data-dir>/tls`` (:mod:`pykraft.security.ca`), starts every
 process with ``security.protocol=SSL`` and its own certificate (mutual TLS everywhere), and writes
 ``tls/admin.properties`` for the admin tools' ``--command-config``; its own checks, and ``describe`` of the data
-directory, use it. The controllers then authorize every request (Kafka's StandardAuthorizer); ``admin``, the
-brokers and the controllers are ``super.users``, any other principal needs ACLs.
+directory, use it. The controllers then authorize every request (Kafka's StandardAuthorizer), and the brokers the
+reads they answer from their metadata images; ``admin``, the brokers and the controllers are ``super.users``, any
+other principal needs ACLs.
 """
 
 from __future__ import annotations
@@ -266,11 +267,10 @@ def up(args: argparse.Namespace) -> int:
     def tls_options(name: str) -> list[str]:  # every process is started with its own certificate
         if not certs:
             return []
-        # The controllers authorize every request; the cluster's own principals are super users (as in Kafka's
-        # setups): ACLs are for everyone else.
+        # The controllers authorize every request, and the brokers every read they answer from their images; the
+        # cluster's own principals are super users (as in Kafka's setups): ACLs are for everyone else.
         props = {**certs[name].properties(), "super.users": ";".join(f"User:{p}" for p in sorted(certs))}
-        if name.startswith("controller-"):
-            props["authorizer.class.name"] = AUTHORIZER
+        props["authorizer.class.name"] = AUTHORIZER
         return [a for k, v in props.items() for a in ("--override", f"{k}={v}")]
 
     controllers = []

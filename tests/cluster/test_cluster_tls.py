@@ -24,7 +24,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from pykraft.api import broker_pb2, broker_pb2_grpc
+from pykraft.api import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc
 from pykraft.client import AdminClient
 from pykraft.cluster import ADMIN_PROPERTIES, DEFAULT_PORTS, LOGS_DIR, STATE_FILE, TLS_DIR
 from pykraft.replica.data_plane import describe_replicas
@@ -32,6 +32,7 @@ from pykraft.security.ca import ensure_cluster_certificates
 from pykraft.security.channels import ClientTls, aio_channel
 from pykraft.security.command_config import tls_settings_from_command_config
 from pykraft.security.tls import TlsSettings
+from quorum.errors import Errors
 
 
 def pykraft(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
@@ -195,3 +196,24 @@ def test_other_principals_need_acls(data_dir: Path, bootstrap: str) -> None:
     assert added.returncode == 0, added.stderr
     allowed = pykraft(*create)
     assert (allowed.returncode, allowed.stdout.strip()) == (0, "Created topic pay."), allowed.stderr
+
+
+async def test_the_brokers_authorize_the_reads_they_answer_from_their_images(data_dir: Path, bootstrap: str) -> None:
+    """Broker 101's Controller service over its image: alice (no ACL on the cluster) is refused DescribeCluster,
+    admin (a super user) is answered."""
+    tls_dir = data_dir / TLS_DIR
+    ensure_cluster_certificates(tls_dir, ["alice"])  # (kept if the test above made it)
+    admin_tls = tls_settings_from_command_config(tls_dir / ADMIN_PROPERTIES)
+    async with AdminClient(bootstrap, tls=admin_tls) as admin:
+        endpoint = next(b.endpoint() for b in (await admin.describe_cluster()).brokers if b.broker_id == 101)
+    assert endpoint is not None
+    codes = {}
+    for who in ("alice", "admin"):
+        caller = TlsSettings(certificate=tls_dir / f"{who}.crt", key=tls_dir / f"{who}.key", ca=tls_dir / "ca.crt")
+        async with aio_channel(f"{endpoint[0]}:{endpoint[1]}", ClientTls.of(caller)) as channel:
+            stub = controller_pb2_grpc.ControllerStub(channel)
+            answer = await stub.DescribeCluster(controller_pb2.DescribeClusterRequest(), timeout=5)
+            codes[who] = (answer.error_code, answer.error_message)
+    assert codes["alice"][0] == Errors.CLUSTER_AUTHORIZATION_FAILED, codes
+    assert "principal User:alice" in codes["alice"][1], codes
+    assert codes["admin"] == (0, ""), codes
