@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DATA_DIR ?= ./data
 
-.PHONY: install run test lint java browser format proto bench bench-scale bench-peers soak clean
+.PHONY: install run test lint java browser format proto bench bench-scale bench-peers soak fuzz clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "pykraft needs Python >= 3.11, found " + sys.version.split()[0])'
@@ -84,6 +84,13 @@ SEEDS ?= 10000
 soak: $(STAMP)
 	$(PY) -m quorum.sim --seeds $(SEEDS) --steps 5000
 	$(PY) -m quorum.sim --seeds $$(( $(SEEDS) / 5 )) --steps 5000 --voters 5
+
+## make fuzz — the hostile-input fuzz tests with the long budget: FUZZ_COUNT payloads per public gRPC method and
+## peer messages (100,000 by default); FUZZ_SEED=N replays a run (each prints its seed)
+FUZZ_COUNT ?= 100000
+fuzz: $(STAMP)
+	PYKRAFT_FUZZ_COUNT=$(FUZZ_COUNT) PYKRAFT_FUZZ_SEED=$(FUZZ_SEED) $(VENV)/bin/pytest -q -s -p no:logging \
+		tests/hostile/test_fuzz_grpc.py
 
 ## make proto — regenerate the gRPC code from proto/
 proto: $(STAMP)
