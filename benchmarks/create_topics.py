@@ -10,7 +10,11 @@ Prints, measured in one run:
 - the time to create one topic of 1,000 partitions (p50, p99 of N trials);
 - beside them, measured in the same run: a raw grpc.aio echo server's rate at the same concurrency (same
   request shape, in its own process) and the raw Raft append rate (AppendRecords of the same 4 records a topic
-  costs, through the same leader), with the ratios.
+  costs, through the same leader), with the ratios;
+- the cost of TLS: topics/s (and p50/p99) with TLS off and on, each on a fresh cluster of the same shape (3
+  controllers, 3 brokers) started for it — on, every process on mutual TLS with its own certificate from a private CA
+  (``pykraft.security.ca``) in a temporary directory, and the client ``AdminClient(tls=...)`` — the same clients
+  through ``AdminClient`` in both, and the ratio (``--tls-clients``, default 16).
 
 Clients run in their own process (the benchmark's), as a user's would. Beside each closed-loop figure, the CPU
 time each process spent per topic (from /proc, Linux only): the leader, the two followers, the clients, and for the
@@ -45,6 +49,9 @@ from _stats import Tally, acceptance, error_name, errors_text, ratio  # noqa: E4
 from controller.records import PartitionRecord, TopicRecord, Uuid, serialize  # noqa: E402
 from pykraft.api import controller_pb2 as pb  # noqa: E402
 from pykraft.api import controller_pb2_grpc as pb_grpc  # noqa: E402
+from pykraft.client import AdminClient, AdminError, NewTopic  # noqa: E402
+from pykraft.security.ca import ensure_cluster_certificates  # noqa: E402
+from pykraft.security.tls import TlsSettings  # noqa: E402
 from pykraft.testing import Cluster, free_ports  # noqa: E402
 from quorum.transport.pb import quorum_pb2 as qpb  # noqa: E402
 from quorum.transport.pb import quorum_pb2_grpc as qpb_grpc  # noqa: E402
@@ -285,6 +292,118 @@ async def leader_target(cluster: Cluster) -> str:
     return cluster.nodes[leader].address
 
 
+# -- TLS off and on: the same load through AdminClient on two fresh clusters of the same shape ------------------
+
+TLS_BROKERS = (101, 102, 103)
+
+
+async def admin_closed_loop(admin: AdminClient, clients: int, duration: float, prefix: str) -> dict:
+    """:func:`closed_loop` through ``AdminClient.create_topics``: one topic (3 partitions x RF 3) per request."""
+    tally = Tally()
+    stop = time.perf_counter() + duration
+
+    async def client(i: int) -> None:
+        n = 0
+        while time.perf_counter() < stop:
+            name = f"{prefix}-{i}-{n}"
+            n += 1
+            since = tally.sent()
+            try:
+                result = (await admin.create_topics([NewTopic(name, 3, 3)]))[name]
+            except AdminError as e:
+                tally.answered()
+                tally.exception(e)
+                continue
+            done = tally.answered()
+            if result.error_code:
+                tally.failure(error_name(result.error_code))
+            else:
+                tally.success((done - since) * 1000)
+
+    await asyncio.gather(*(client(i) for i in range(clients)))
+    return {
+        "clients": clients,
+        "created": tally.ok,
+        "topics_per_s": tally.rate(tally.ok),
+        "p50_ms": tally.percentile(50),
+        "p99_ms": tally.percentile(99),
+        **tally.summary(),
+    }
+
+
+async def admin_ready(admin: AdminClient, brokers: int, timeout: float = 60) -> None:
+    """A controller answers and ``brokers`` brokers are unfenced."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            cluster = await admin.describe_cluster()
+            if sum(1 for b in cluster.brokers if not b.fenced) >= brokers:
+                return
+        except AdminError:
+            pass
+        await asyncio.sleep(0.2)
+    raise TimeoutError("brokers did not all register and unfence")
+
+
+def tls_phase(base: Path, tls: bool, clients: int, duration: float) -> dict:
+    """A fresh cluster (3 controllers, 3 brokers), on mutual TLS or not, measured with ``clients`` AdminClient
+    callers for ``duration`` (after a short warm-up), then stopped and removed."""
+    root = Path(tempfile.mkdtemp(prefix="tls-on-" if tls else "tls-off-", dir=base))
+    names = [f"controller-{i}" for i in (1, 2, 3)] + [f"broker-{b}" for b in TLS_BROKERS] + ["admin"]
+    certs = ensure_cluster_certificates(root / "tls", names) if tls else {}
+
+    def settings(name: str) -> list[str]:
+        return [a for k, v in certs[name].properties().items() for a in ("--override", f"{k}={v}")] if tls else []
+
+    cluster = Cluster(root, 3, extra_args=["--override", "metadata.max.idle.interval.ms=0"])
+    for node_id, node in cluster.nodes.items():
+        node.args += settings(f"controller-{node_id}")
+    bootstrap = ",".join(n.address for n in cluster.nodes.values())
+    client_tls = None
+    if tls:
+        files = certs["admin"]
+        client_tls = TlsSettings(certificate=files.certificate, key=files.key, ca=files.ca)
+    brokers: list[subprocess.Popen] = []
+    try:
+        cluster.start()
+        for broker_id, port in zip(TLS_BROKERS, free_ports(len(TLS_BROKERS)), strict=True):
+            log = (root / f"broker-{broker_id}.log").open("ab")
+            command = [sys.executable, "-m", "pykraft", "broker", "--broker-id", str(broker_id), "--bootstrap-server",
+                       bootstrap, "--listener", f"127.0.0.1:{port}", *settings(f"broker-{broker_id}")]  # fmt: skip
+            brokers.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
+
+        async def measure() -> dict:
+            async with AdminClient(bootstrap, tls=client_tls, request_timeout_ms=30_000) as admin:
+                await admin_ready(admin, len(TLS_BROKERS))
+                await admin_closed_loop(admin, clients, min(duration, 1.0), "warmup")
+                return await admin_closed_loop(admin, clients, duration, "t")
+
+        return {"tls": tls, **asyncio.run(measure())}
+    finally:
+        for b in brokers:
+            b.kill()
+            b.wait()
+        cluster.stop()
+        for n in cluster.nodes.values():
+            n.kill()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def tls_cost(base: Path, clients: int, duration: float) -> dict:
+    """TLS off, then on, each on its own fresh cluster; printed beside each other with the ratio."""
+    off = tls_phase(base, False, clients, duration)
+    on = tls_phase(base, True, clients, duration)
+    cost = {"off": off, "on": on, "ratio": ratio(on["topics_per_s"], off["topics_per_s"])}
+    print(
+        f"TLS, {clients} clients through AdminClient, 1 topic/request (fresh 3-controller, 3-broker clusters): "
+        f"off {off['topics_per_s']:,.0f} topics/s (p50 {off['p50_ms']:.1f} ms, p99 {off['p99_ms']:.1f} ms) | "
+        f"on {on['topics_per_s']:,.0f} topics/s (p50 {on['p50_ms']:.1f} ms, p99 {on['p99_ms']:.1f} ms) | "
+        f"on/off {cost['ratio']:.2f}"
+    )
+    print(f"       off: {errors_text(off)} | on: {errors_text(on)}")
+    return cost
+
+
 def run(args: argparse.Namespace) -> int:
     duration = 1.5 if args.quick else args.duration
     trials = 5 if args.quick else 20
@@ -298,6 +417,17 @@ def run(args: argparse.Namespace) -> int:
     overrides = ["metadata.max.idle.interval.ms=0", "unsafe.raw.append.enable=true"]
     cluster = Cluster(root, 3, extra_args=[arg for o in overrides for arg in ("--override", o)])
     brokers: list[subprocess.Popen] = []
+
+    def stop_all() -> None:
+        for b in brokers:
+            b.kill()
+            b.wait()
+        cluster.stop()
+        for n in cluster.nodes.values():
+            n.kill()
+        echo.kill()
+        echo.wait()
+
     try:
         assert echo.stdout is not None and echo.stdout.readline().strip() == b"ready"
         cluster.start()
@@ -382,6 +512,9 @@ def run(args: argparse.Namespace) -> int:
         top = report["closed_loop"][-1]
         echo128 = report["echo"][-1]
         cores = os.cpu_count() or 1
+        print()
+        stop_all()  # the TLS comparison gets the machine to itself: two fresh clusters, one after the other
+        report["tls"] = tls_cost(base, args.tls_clients, duration)
         print(f"\nCPU budget (this machine: {cores} cores):")
         for label, r, target_rate in (
             ("128 clients x 1 topic", top, 0.5 * echo128["requests_per_s"]),
@@ -410,18 +543,12 @@ def run(args: argparse.Namespace) -> int:
         for kind in ("closed_loop", "echo", "raw_raft"):
             measured.update({f"{kind} {x['clients']} clients": x for x in report[kind]})
         measured.update({k: report[k] for k in ("batch_100", "open_500", "big_topic")})
+        measured.update({f"TLS {k}": report["tls"][k] for k in ("off", "on")})
         report["checks"] = acceptance(checks, measured)
         if args.json:
             print(json.dumps(report))
     finally:
-        for b in brokers:
-            b.kill()
-            b.wait()
-        cluster.stop()
-        for n in cluster.nodes.values():
-            n.kill()
-        echo.kill()
-        echo.wait()
+        stop_all()
         shutil.rmtree(root, ignore_errors=True)
     return 0
 
@@ -431,6 +558,7 @@ def main() -> int:
     p.add_argument("--duration", type=float, default=5.0)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--tls-clients", type=int, default=16, help="concurrent clients of the TLS off/on comparison")
     p.add_argument("--dir", help="where the data directories go (default: the repository's disk)")
     p.add_argument("--echo-server", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
