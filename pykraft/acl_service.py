@@ -9,8 +9,7 @@ from its image.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -20,13 +19,11 @@ from controller.authorizer import AclPermissionType as Perm
 from controller.authorizer import PatternType as Pat
 from controller.authorizer import ResourceType as Res
 from pykraft.api import controller_pb2 as pb
-from pykraft.authorization import Caller
 from pykraft.lifecycle_service import LifecycleServicer
+from pykraft.servicer_part import ServicerPart
 
 if TYPE_CHECKING:
-    from controller.quorum_controller import QuorumController
-
-R = TypeVar("R")
+    pass
 
 
 def filter_of(f: pb.AclBindingFilter) -> AclBindingFilter:
@@ -51,25 +48,8 @@ def filter_text(f: AclBindingFilter) -> str:
     )
 
 
-class AclServicer:
-    """Part of :class:`pykraft.service.ControllerService` (which provides ``controller`` and ``_serve``)."""
-
-    controller: QuorumController
-
-    if TYPE_CHECKING:
-
-        async def _serve(
-            self,
-            name: str,
-            response_type: type[R],
-            call: Callable[[], Awaitable[R]],
-            summarize: Callable[[R], dict[str, Any]] | None = None,
-            **fields: Any,
-        ) -> R: ...
-
-        async def _caller(
-            self, context: grpc.aio.ServicerContext, *, read: bool = False, controller_only: bool = True
-        ) -> Caller: ...
+class AclServicer(ServicerPart):
+    """Part of :class:`pykraft.service.ControllerService` (see :class:`~pykraft.servicer_part.ServicerPart`)."""
 
     async def CreateAcls(
         self, request: pb.CreateAclsRequest, context: grpc.aio.ServicerContext

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -38,14 +37,13 @@ from pykraft.authorization import (
     deletion_refusals,
 )
 from pykraft.quota_service import throttled_error
+from pykraft.servicer_part import ServicerPart
 from quorum.errors import Errors, KafkaError
 from quorum.log.message import ZERO_UUID, Uuid
 
 if TYPE_CHECKING:
-    from controller.quorum_controller import QuorumController
     from pykraft.quota_service import MutationThrottle
 
-R = TypeVar("R")
 DEFAULT_TIMEOUT_MS = 30_000
 ELECTION_TIMEOUT_MS = 60_000  # ElectLeaders' default in Kafka's schema
 _UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")  # Kafka's Uuid.toString(): 16 bytes, base64url, no padding
@@ -56,26 +54,10 @@ class RequestError(KafkaError):
     """A request-level problem found before the controller saw the request."""
 
 
-class LifecycleServicer:
-    """Part of :class:`pykraft.service.ControllerService` (which provides ``controller`` and ``_serve``)."""
-
-    controller: QuorumController
+class LifecycleServicer(ServicerPart):
+    """Part of :class:`pykraft.service.ControllerService` (see :class:`~pykraft.servicer_part.ServicerPart`)."""
 
     if TYPE_CHECKING:
-
-        async def _serve(
-            self,
-            name: str,
-            response_type: type[R],
-            call: Callable[[], Awaitable[R]],
-            summarize: Callable[[R], dict[str, Any]] | None = None,
-            **fields: Any,
-        ) -> R: ...
-
-        async def _caller(
-            self, context: grpc.aio.ServicerContext, *, read: bool = False, controller_only: bool = True
-        ) -> Caller: ...
-
         # KIP-599's throttling (pykraft/quota_service.py)
         def _throttle(self, context: grpc.aio.ServicerContext, caller: Caller) -> MutationThrottle: ...
         def _partitions_of(self, topic: DeleteTopicState) -> int: ...

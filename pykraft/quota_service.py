@@ -17,8 +17,8 @@ empty when absent.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -29,13 +29,12 @@ from pykraft.api import controller_pb2 as pb
 from pykraft.authorization import Caller
 from pykraft.quota_client import CLIENT_ID_METADATA, entity_pb
 from pykraft.security.principal import NoMatchingRule, SslPrincipalMapper, principal_of
+from pykraft.servicer_part import ServicerPart
 from quorum.errors import Errors
 
 if TYPE_CHECKING:
-    from controller.quorum_controller import QuorumController
     from controller.requests import DeleteTopicState, NewPartitions
 
-R = TypeVar("R")
 THROTTLED_MESSAGE = "The throttling quota has been exceeded."  # Kafka's Errors.THROTTLING_QUOTA_EXCEEDED message
 MAX_CLIENT_ID = 256
 
@@ -81,27 +80,13 @@ class MutationThrottle:
         return self.quota.throttle_time_ms
 
 
-class QuotaServicer:
+class QuotaServicer(ServicerPart):
     """Part of :class:`pykraft.service.ControllerService` (which provides ``controller``, ``_serve``, ``_caller``
     and ``_quota_mapper``)."""
 
-    controller: QuorumController
     _quota_mapper: SslPrincipalMapper
 
     if TYPE_CHECKING:
-
-        async def _serve(
-            self,
-            name: str,
-            response_type: type[R],
-            call: Callable[[], Awaitable[R]],
-            summarize: Callable[[R], dict[str, Any]] | None = None,
-            **fields: Any,
-        ) -> R: ...
-
-        async def _caller(
-            self, context: grpc.aio.ServicerContext, *, read: bool = False, controller_only: bool = True
-        ) -> Caller: ...
 
         def _timeout(self, timeout_ms: int) -> int | None: ...
 

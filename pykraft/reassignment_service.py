@@ -11,44 +11,25 @@ moving) live in the controller and come back per partition.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from controller.authorizer import AclOperation as Op
 from controller.requests import ReassignablePartition, ReassignableTopic
 from pykraft.api import controller_pb2 as pb
-from pykraft.authorization import Caller
 from pykraft.lifecycle_service import LifecycleServicer, RequestError, partition_results
+from pykraft.servicer_part import ServicerPart
 from quorum.errors import Errors
 
 if TYPE_CHECKING:
-    from controller.quorum_controller import QuorumController
+    pass
 
-R = TypeVar("R")
 REASSIGNMENT_TIMEOUT_MS = 60_000  # the default of both requests in Kafka's schemas
 
 
-class ReassignmentServicer:
-    """Part of :class:`pykraft.service.ControllerService` (which provides ``controller`` and ``_serve``)."""
-
-    controller: QuorumController
-
-    if TYPE_CHECKING:
-
-        async def _serve(
-            self,
-            name: str,
-            response_type: type[R],
-            call: Callable[[], Awaitable[R]],
-            summarize: Callable[[R], dict[str, Any]] | None = None,
-            **fields: Any,
-        ) -> R: ...
-
-        async def _caller(
-            self, context: grpc.aio.ServicerContext, *, read: bool = False, controller_only: bool = True
-        ) -> Caller: ...
+class ReassignmentServicer(ServicerPart):
+    """Part of :class:`pykraft.service.ControllerService` (see :class:`~pykraft.servicer_part.ServicerPart`)."""
 
     async def AlterPartitionReassignments(
         self, request: pb.AlterPartitionReassignmentsRequest, context: grpc.aio.ServicerContext
