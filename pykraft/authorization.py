@@ -166,6 +166,15 @@ class Authorization:
             raise  # abort raises; this is for the type checker
         return Caller(principal, client_host(context.peer()), self._authorizer())
 
+    async def cluster_refusal(self, context: grpc.aio.ServicerContext, operation: int) -> str | None:
+        """For services whose answers carry no error code — a broker's DescribeReplicas (Kafka's DescribeLogDirs:
+        DESCRIBE on the CLUSTER) —: None when authorization is off or the caller may ``operation`` on the CLUSTER,
+        else the denial's message, for the service to end the call with (PERMISSION_DENIED)."""
+        if self._authorizer is None:
+            return None
+        caller = await self.caller(context)
+        return None if caller.cluster_allowed(operation) else caller.denied(operation, Res.CLUSTER, CLUSTER_NAME)
+
     async def quorum_admin_check(self, context: grpc.aio.ServicerContext, api: str) -> str | None:
         """For the quorum admin service (which knows no ACLs): None when the caller may call ``api``, else the
         denial's message. DescribeQuorum is not checked (brokers' observers ask the leader's high watermark)."""

@@ -16,6 +16,7 @@ from broker.observer import MetadataObserver
 from controller.authorizer import AclOperation as Op
 from controller.authorizer import ResourceType as Res
 from pykraft.api import controller_pb2 as pb
+from pykraft.authorization import controller_authorization
 from pykraft.broker import image_services
 from pykraft.security.ca import CertFiles, ensure_cluster_certificates
 from pykraft.security.tls import TlsSettings, server_credentials
@@ -64,6 +65,30 @@ REFUSED = {
     "ListPartitionReassignments": Errors.CLUSTER_AUTHORIZATION_FAILED,
 }
 SERVED = dict.fromkeys(REFUSED, Errors.NONE)
+PROBE = "/test.Probe/DescribeReplicas"  # a service answering no error code, as the broker's DescribeReplicas
+
+
+def probe_handler(observer: MetadataObserver, tls: TlsSettings) -> grpc.GenericRpcHandler:
+    """``PROBE`` checked with :meth:`pykraft.authorization.Authorization.cluster_refusal` (DESCRIBE on the CLUSTER)
+    over the image's authorizer: PERMISSION_DENIED with the denial, else an empty answer."""
+    authorization = controller_authorization(observer.image, tls.mapper())
+
+    async def describe(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        if refused := await authorization.cluster_refusal(context, Op.DESCRIBE):
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refused)
+        return b""
+
+    return grpc.method_handlers_generic_handler(
+        "test.Probe", {"DescribeReplicas": grpc.unary_unary_rpc_method_handler(describe)}
+    )
+
+
+async def probe(clients: Clients, who: str) -> str:
+    try:
+        await clients.channel(who).unary_unary(PROBE)(b"", timeout=10)
+    except grpc.aio.AioRpcError as e:
+        return f"{e.code().name}: {e.details()}"
+    return "OK"
 
 
 async def test_a_brokers_image_authorizes_the_reads_it_answers(tmp_path: Path, certs: dict[str, CertFiles]) -> None:
@@ -86,6 +111,7 @@ async def test_a_brokers_image_authorizes_the_reads_it_answers(tmp_path: Path, c
         server = grpc.aio.server()
         for add in image_services(observer, tls):
             add(server)
+        server.add_generic_rpc_handlers((probe_handler(observer, tls),))
         (port,) = free_ports(1)
         server.add_secure_port(f"127.0.0.1:{port}", server_credentials(tls))
         broker = Clients(certs, port)
@@ -94,6 +120,7 @@ async def test_a_brokers_image_authorizes_the_reads_it_answers(tmp_path: Path, c
         try:
             for who in ("alice", "bob"):
                 assert await reads(broker.stub(who)) == REFUSED, who
+            assert (await probe(broker, "alice")).startswith("PERMISSION_DENIED: Cluster authorization failed")
             async with asyncio.timeout(10):  # the image holds the topic
                 while await reads(broker.stub("admin")) != SERVED:  # super.users: everything
                     await asyncio.sleep(0.05)
@@ -115,6 +142,10 @@ async def test_a_brokers_image_authorizes_the_reads_it_answers(tmp_path: Path, c
                     await asyncio.sleep(0.01)
             assert await reads(broker.stub("alice")) == SERVED  # as User:carol
             assert await reads(broker.stub("bob")) == REFUSED
+            assert await probe(broker, "alice") == "OK"
+            refused = "PERMISSION_DENIED: Cluster authorization failed: principal User:bob from host 127.0.0.1 may not"
+            assert (await probe(broker, "bob")).startswith(refused + " DESCRIBE CLUSTER kafka-cluster")
+            assert await probe(broker, "admin") == "OK"
         finally:
             await broker.close()
             await controller.close()
