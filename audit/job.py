@@ -58,8 +58,9 @@ class AuditResult:
         for warning in warning_lines(s.get("warnings")):
             lines.append("warning: " + warning)
         for acl in (s.get("warnings") or {}).get("risky_acls", {}).get("rows", []):
-            at = "in the snapshot" if acl["created_offset"] is None else f"offset {acl['created_offset']}"
-            lines.append(f"  {acls.describe(acl)}, created at {at}: {'; '.join(acl['risks'])}")
+            offset = acl["created_offset"]
+            at = "found in the snapshot" if offset is None else f"created at offset {offset}"
+            lines.append(f"  {acls.describe(acl)}, {at}: {'; '.join(acl['risks'])}")
         moves = s.get("reassignments")
         if moves:
             counted = ", ".join(f"{n} {outcome}" for outcome, n in moves.items())

@@ -568,7 +568,7 @@ def test_the_report_says_who_may_do_what(spark: Any, tmp_path: Path) -> None:
     assert "warning: 4 risky ACL(s) in force (ALLOW to every user (User:*): 2," in text, text
     line = f"  User:alice from * ALLOW ALL on CLUSTER kafka-cluster (LITERAL), created at offset {o['cluster_all']}: "
     assert line + "ALLOW of ALL operations from any host (*); ALLOW of ALL on the CLUSTER" in text, text
-    assert "User:* from * ALLOW DESCRIBE on GROUP g1 (LITERAL), created at in the snapshot" in text, text
+    assert "User:* from * ALLOW DESCRIBE on GROUP g1 (LITERAL), found in the snapshot: ALLOW to every" in text, text
     assert result.tables["acls"] == 8
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["acls"] == {"in_force": 5, "created": 8, "removed": 3}
