@@ -34,6 +34,8 @@ INPUT = [
     "offset",
     "source",
     "append_time",
+    "file",
+    "position",
 ]
 # Kafka's codes (org.apache.kafka.common.resource / acl); the controller's enums hold the same.
 RESOURCE_TYPES = {0: "UNKNOWN", 1: "ANY", 2: "TOPIC", 3: "GROUP", 4: "CLUSTER", 5: "TRANSACTIONAL_ID",

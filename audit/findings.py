@@ -31,6 +31,7 @@ LOST_RECORD = (
     "partition_ids_contiguous",
     "remove_of_existing_topic",
     "config_of_existing_topic",
+    "remove_of_existing_acl",
     "partition_epochs_increase",
     "reassignment_ends_at_target_or_original",
 )  # (not a leader outside the ISR: a record can say that on its own, and hiding it under damage would mislead)

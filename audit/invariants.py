@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from audit import history, reassignments
+from audit import acls, history, reassignments
 from audit.record_checks import (
     COLUMNS,
     FINDINGS,
@@ -24,6 +24,7 @@ from audit.record_checks import (
     mentions,
     orphan_suspects,
     over_partition,
+    removals_of_unknown_acls,
     removals_of_unknown_topics,
 )
 from audit.record_checks import INPUT as CHECK_INPUT
@@ -271,6 +272,13 @@ def check_all(rows: DataFrame, state: State, as_of_offset: int | None = None) ->
     topic_rows = r.where(F.col("record_type").isin("ConfigRecord", *history.TOPIC_EVENT_TYPES)).select(*TOPIC_ROWS)
     found.append(
         topic_rows.coalesce(1).mapInArrow(over_partition(_topic_findings), from_arrow_schema(FINDINGS)).select(*COLUMNS)
+    )
+    # ACL removals, along the ACL records
+    acl_rows = r.where(F.col("record_type").isin(*acls.TYPES)).select(*acls.INPUT)
+    found.append(
+        acl_rows.coalesce(1)
+        .mapInArrow(over_partition(removals_of_unknown_acls), from_arrow_schema(FINDINGS))
+        .select(*COLUMNS)
     )
     # The replayed state must hold the same rules after every change has been applied.
     state_rows = _nowhere(state.partitions)

@@ -354,6 +354,22 @@ def removals_of_unknown_topics(events: pa.Table) -> pa.Table:
     return _found("remove_of_existing_topic", found, explanations)
 
 
+def removals_of_unknown_acls(rows: pa.Table) -> pa.Table:
+    """remove_of_existing_acl: a RemoveAccessControlEntryRecord whose id names no ACL in force where it lies (never
+    created, or removed already): the controller's replay stops on it (Kafka's too). ``rows``: the ACL records
+    (``audit.acls.INPUT``)."""
+    found, explanations, live = [], [], set()
+    for row in rows.sort_by("order").to_pylist():
+        if row["record_type"] != "RemoveAccessControlEntryRecord":
+            live.add(row["acl_id"])
+        elif row["acl_id"] in live:
+            live.remove(row["acl_id"])
+        else:
+            found.append(row)
+            explanations.append(f"RemoveAccessControlEntryRecord for ACL id {row['acl_id']}, which does not exist")
+    return _found("remove_of_existing_acl", found, explanations)
+
+
 def configs_of_removed_topics(configs: pa.Table, events: pa.Table, topic_resource: int = 2) -> pa.Table:
     """config_of_existing_topic: a topic's ConfigRecord naming a topic that was removed and not created again
     before it (the name is free: nothing can be configured under it). ``configs``: the ConfigRecords (resource

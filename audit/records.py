@@ -45,6 +45,7 @@ from audit.record_checks import (
     live_name_clashes,
     mentions,
     orphan_suspects,
+    removals_of_unknown_acls,
     removals_of_unknown_topics,
     reused_topic_ids,
     state_findings,
@@ -303,6 +304,7 @@ def _merge_rest(out: str, as_of: int | None) -> None:
         live_name_clashes(events),
         removals_of_unknown_topics(events),
         configs_of_removed_topics(configs, events),
+        removals_of_unknown_acls(acl_rows),
     ]
     _violations(found, out, "rest")
 

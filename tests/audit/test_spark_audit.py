@@ -440,6 +440,10 @@ def broken_log() -> tuple[LogBuilder, dict[tuple[str, int | None], int], int]:
     at("partition_of_existing_topic", b.add(pchange(t[10], 0, isr=[1])))  # t10 is gone
     at("remove_of_existing_topic", b.add(RemoveTopicRecord(topic_id=t[10])))  # and cannot go again
     at("config_of_existing_topic", b.add(topic_config("t10", "retention.ms", "1")))  # nor be configured
+    b.add(acl_entry(1, "User:alice", 3))
+    b.add(RemoveAccessControlEntryRecord(id=uid(101)))
+    at("remove_of_existing_acl", b.add(RemoveAccessControlEntryRecord(id=uid(101))))  # removed already
+    at("remove_of_existing_acl", b.add(RemoveAccessControlEntryRecord(id=uid(102))))  # never created
     b.add(TopicRecord(name="t11", topic_id=t[11]), partition(t[11], 0, [1, 2]), partition(t[11], 1, [1, 2]))
     at("isr_not_empty", b.add(pchange(t[11], 0, leader=-1, isr=[])))
     at("leader_in_isr", b.add(pchange(t[11], 1, leader=3)))  # broker 3 is no replica
