@@ -90,7 +90,7 @@ soak: $(STAMP)
 FUZZ_COUNT ?= 100000
 fuzz: $(STAMP)
 	PYKRAFT_FUZZ_COUNT=$(FUZZ_COUNT) PYKRAFT_FUZZ_SEED=$(FUZZ_SEED) $(VENV)/bin/pytest -q -s -p no:logging \
-		tests/hostile/test_fuzz_grpc.py
+		tests/hostile/test_fuzz_grpc.py tests/hostile/test_fuzz_broker_listener.py
 
 ## make proto — regenerate the gRPC code from proto/
 proto: $(STAMP)
