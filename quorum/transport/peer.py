@@ -370,10 +370,10 @@ class _PeerClient:
                         on_error=lambda e: self.transport.on_fault(f"writing to node {peer}", e),
                     )
                     async for msg in call:
-                        answered = True
-                        if msg is None:  # gRPC could not decode the bytes (it logged them): a broken or rogue peer
+                        if msg is None:  # gRPC could not decode the bytes (it logged them): a broken or rogue peer,
                             log.warning("peer_message_undecodable", peer=peer, target=target)
-                            break
+                            break  # not an answer: its reconnects back off as a refusing peer's do
+                        answered = True
                         try:
                             env = from_proto(msg, self.transport.node_id)
                         except ValueError as e:

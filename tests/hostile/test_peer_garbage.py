@@ -33,11 +33,14 @@ async def test_an_undecodable_frame_ends_the_stream_not_the_node(tmp_path: Path)
 async def test_garbage_from_a_rogue_peer_server_is_not_a_fault() -> None:
     [port] = free_ports(1)
     answered = asyncio.Event()
+    streams = [0]
 
     async def exchange(requests, context):  # type: ignore[no-untyped-def]
+        streams[0] += 1
+        answered.set()
+        yield b"\xff\xff\xff"  # not a PeerMessage, at once on every stream
         async for _ in requests:
-            answered.set()
-            yield b"\xff\xff\xff"  # not a PeerMessage
+            pass
 
     handler = grpc.stream_stream_rpc_method_handler(exchange)
     server = grpc.aio.server()
@@ -63,6 +66,9 @@ async def test_garbage_from_a_rogue_peer_server_is_not_a_fault() -> None:
             while not unreachable:
                 await asyncio.sleep(0.01)
         assert not faults and unreachable[0] == 2
+        # Garbage is no answer: the transport reconnects with backoff (20 ms doubling), not in a tight loop.
+        await asyncio.sleep(1.0)
+        assert streams[0] < 15, streams
     finally:
         await transport.close()
         await server.stop(0)
