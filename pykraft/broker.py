@@ -36,20 +36,23 @@ import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
 import structlog
 
+from controller.authorizer import AclOperation
 from controller.configs import BROKER_CONFIGS
 from controller.quorum_controller import ControllerSettings
+from pykraft.authorization import controller_authorization
 from pykraft.broker_metrics import DEFAULT_REPLICA_SERIES_MAX, REPLICAS_PATH, serve_broker_metrics
 from pykraft.cli_common import non_negative_int
 from pykraft.client import AdminClient, AdminError
 from pykraft.loop_thread import LoopThread
 from pykraft.node import CONTROLLER_CONFIGS, controller_settings, int_property
-from pykraft.replica.data_plane import DataPlane
+from pykraft.replica.data_plane import DataPlane, DescribeCheck
 from pykraft.replica.partition import ReplicaConfig
 from pykraft.security.tls import TLS_SETTINGS, TlsSettings
 from pykraft.service import ControllerService
@@ -247,6 +250,13 @@ def image_services(observer: MetadataObserver, tls: TlsSettings | None) -> list[
     return [service.add_to_server]
 
 
+def describe_check(observer: MetadataObserver, tls: TlsSettings | None) -> DescribeCheck | None:
+    """With authorization on (the image's ``authorizer.class.name``), the check of the listener's DescribeReplicas:
+    DESCRIBE on the CLUSTER, as Kafka's DescribeLogDirs."""
+    authorization = controller_authorization(observer.image, tls.mapper() if tls is not None else None)
+    return partial(authorization.cluster_refusal, operation=AclOperation.DESCRIBE) if authorization.enabled else None
+
+
 class BrokerAgent:
     def __init__(
         self,
@@ -290,6 +300,8 @@ class BrokerAgent:
             image=observer.image if observer is not None else None,
             tls=tls,
         )
+        if observer is not None:
+            self.data_plane.check_describe = describe_check(observer, tls)
 
     @property
     def current_metadata_offset(self) -> int:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 import grpc
 import structlog
@@ -72,6 +72,8 @@ STATUS_INTERVAL_S = 30.0  # how often a data_plane_status line is logged
 MIN_REFRESH_GAP_S = 0.1  # metadata polls asked for by stale answers come at most this often
 IMAGE_POLL_INTERVAL_S = 0.1  # how often the local image is looked at (a few integer compares when unchanged)
 IMAGE_REBUILD_SHARE = 0.2  # at most this share of the loop's time goes to rebuilding from the image
+# An authorization check of a call (the caller may DESCRIBE the CLUSTER): None, or why it is refused.
+DescribeCheck = Callable[[grpc.aio.ServicerContext], Awaitable[str | None]]
 CHANNEL_OPTIONS = [
     # The brokers' listener sends at most MAX_MESSAGE_BYTES (its SERVER_OPTIONS): a replica fetch answer is cut at
     # replica.fetch.response.max.bytes (10 MiB), a DescribeReplicas of 100k replicas is ~5 MiB. More is a fault.
@@ -132,9 +134,15 @@ def brokers_of(cluster: ClusterDescription, listener_name: str = "PLAINTEXT") ->
 class FetchService(pb_grpc.ReplicaFetchServicer):
     """A leader's side of followers' fetches."""
 
-    def __init__(self, manager: ReplicaManager, check_replica: ReplicaCheck | None = None) -> None:
+    def __init__(
+        self,
+        manager: ReplicaManager,
+        check_replica: ReplicaCheck | None = None,
+        check_describe: DescribeCheck | None = None,
+    ) -> None:
         self.manager = manager
         self.check_replica = check_replica  # mutual TLS: a fetch must come with its replica's certificate
+        self.check_describe = check_describe  # authorization: DescribeReplicas needs DESCRIBE on the CLUSTER
 
     async def Fetch(self, request: pb.FetchRequest, context: grpc.aio.ServicerContext) -> pb.FetchResponse:
         if self.check_replica is not None and (refused := self.check_replica(context, request.replica_id)):
@@ -168,6 +176,8 @@ class FetchService(pb_grpc.ReplicaFetchServicer):
     async def DescribeReplicas(
         self, request: pb.DescribeReplicasRequest, context: grpc.aio.ServicerContext
     ) -> pb.DescribeReplicasResponse:
+        if self.check_describe is not None and (refused := await self.check_describe(context)):
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refused)  # the answer has no error code
         wanted = {(p.topic_id, p.partition) for p in request.partitions} if request.partitions else None
         response = pb.DescribeReplicasResponse(broker_id=self.manager.broker_id)
         add = response.replicas.add
@@ -247,6 +257,7 @@ class DataPlane:
         self.client_tls = ClientTls.of(tls)
         required = tls is not None and tls.client_auth is ClientAuth.REQUIRED
         self.check_replica = replica_authenticator(tls.mapper()) if tls is not None and required else None
+        self.check_describe: DescribeCheck | None = None  # set by the agent when its image authorizes requests
         self.image = ImageMetadata(image, broker_id) if image is not None else None
         self.listener = listener
         self.admin = admin
@@ -278,7 +289,8 @@ class DataPlane:
         service over its image). False (and an error line) if it cannot be bound: the agent then runs its control
         plane only, and followers of its partitions cannot fetch."""
         server = new_server()
-        pb_grpc.add_ReplicaFetchServicer_to_server(FetchService(self.manager, self.check_replica), server)
+        service = FetchService(self.manager, self.check_replica, self.check_describe)
+        pb_grpc.add_ReplicaFetchServicer_to_server(service, server)
         for add in services:
             add(server)
         bind = grpc_target(*self.listener)

@@ -15,9 +15,12 @@ from authz_helpers import FAST, Clients, acl, controllers, grant, settings, unfe
 from broker.observer import MetadataObserver
 from controller.authorizer import AclOperation as Op
 from controller.authorizer import ResourceType as Res
+from pykraft.api import broker_pb2, broker_pb2_grpc
 from pykraft.api import controller_pb2 as pb
-from pykraft.authorization import controller_authorization
-from pykraft.broker import image_services
+from pykraft.broker import describe_check, image_services
+from pykraft.replica.data_plane import FetchService
+from pykraft.replica.manager import ReplicaManager
+from pykraft.replica.partition import ReplicaConfig
 from pykraft.security.ca import CertFiles, ensure_cluster_certificates
 from pykraft.security.tls import TlsSettings, server_credentials
 from pykraft.testing import free_ports
@@ -65,27 +68,20 @@ REFUSED = {
     "ListPartitionReassignments": Errors.CLUSTER_AUTHORIZATION_FAILED,
 }
 SERVED = dict.fromkeys(REFUSED, Errors.NONE)
-PROBE = "/test.Probe/DescribeReplicas"  # a service answering no error code, as the broker's DescribeReplicas
 
 
-def probe_handler(observer: MetadataObserver, tls: TlsSettings) -> grpc.GenericRpcHandler:
-    """``PROBE`` checked with :meth:`pykraft.authorization.Authorization.cluster_refusal` (DESCRIBE on the CLUSTER)
-    over the image's authorizer: PERMISSION_DENIED with the denial, else an empty answer."""
-    authorization = controller_authorization(observer.image, tls.mapper())
-
-    async def describe(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        if refused := await authorization.cluster_refusal(context, Op.DESCRIBE):
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refused)
-        return b""
-
-    return grpc.method_handlers_generic_handler(
-        "test.Probe", {"DescribeReplicas": grpc.unary_unary_rpc_method_handler(describe)}
-    )
+def replica_service(observer: MetadataObserver, tls: TlsSettings) -> FetchService:
+    """The broker listener's fetch service with the DescribeReplicas check a broker agent gives it."""
+    manager = ReplicaManager(101, ReplicaConfig(), clock=lambda: 0, broker_epoch=lambda: 1)
+    return FetchService(manager, check_describe=describe_check(observer, tls))
 
 
 async def probe(clients: Clients, who: str) -> str:
+    """DescribeReplicas (Kafka's DescribeLogDirs): its answer has no error code, a refusal is PERMISSION_DENIED."""
     try:
-        await clients.channel(who).unary_unary(PROBE)(b"", timeout=10)
+        await broker_pb2_grpc.ReplicaFetchStub(clients.channel(who)).DescribeReplicas(
+            broker_pb2.DescribeReplicasRequest(), timeout=10
+        )
     except grpc.aio.AioRpcError as e:
         return f"{e.code().name}: {e.details()}"
     return "OK"
@@ -111,7 +107,7 @@ async def test_a_brokers_image_authorizes_the_reads_it_answers(tmp_path: Path, c
         server = grpc.aio.server()
         for add in image_services(observer, tls):
             add(server)
-        server.add_generic_rpc_handlers((probe_handler(observer, tls),))
+        broker_pb2_grpc.add_ReplicaFetchServicer_to_server(replica_service(observer, tls), server)
         (port,) = free_ports(1)
         server.add_secure_port(f"127.0.0.1:{port}", server_credentials(tls))
         broker = Clients(certs, port)
