@@ -135,6 +135,12 @@ class ReplicaState:
     parked_deadline: int = 0
 
 
+# Observers a leader keeps track of. Fetches under made-up replica ids (anyone who reaches a plaintext port can send
+# them) would otherwise grow the map, and DescribeQuorum's observer list, for OBSERVER_SESSION_TIMEOUT_MS. Far above
+# any real cluster's brokers; a real observer forgotten is tracked again at its next fetch.
+MAX_OBSERVERS = 1024
+
+
 @dataclass
 class Leader:
     epoch: int
@@ -150,11 +156,18 @@ class Leader:
     name = "Leader"
 
     def replica(self, replica_id: int) -> ReplicaState:
-        """A voter's state, or an observer's (created at its first fetch)."""
+        """A voter's state, or an observer's (created at its first fetch; at :data:`MAX_OBSERVERS` the observer
+        heard from longest ago is forgotten first, one not waiting on a parked fetch if there is one)."""
         s = self.replicas.get(replica_id)
         if s is None:
             s = self.observers.get(replica_id)
             if s is None:
+                if len(self.observers) >= MAX_OBSERVERS:
+                    stalest = min(
+                        self.observers.items(),
+                        key=lambda o: (o[1].parked is not None, o[1].last_fetch_ms or -1),
+                    )
+                    del self.observers[stalest[0]]
                 s = self.observers[replica_id] = ReplicaState()
         return s
 
