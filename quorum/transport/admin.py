@@ -145,7 +145,10 @@ class QuorumAdminService(pb_grpc.QuorumAdminServicer):
         consistent."""
         if self.authorize is not None and (denied := await self.authorize(context, "ExportLog")):
             # A stream has no error field: the status carries Kafka's code name.
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"CLUSTER_AUTHORIZATION_FAILED: {denied}")
+            # The status set, not context.abort(): an aborted call may keep its HTTP/2 stream counted as open
+            # (grpcio 1.78), and enough of them leave the connection refusing every call (quorum/transport/server.py).
+            context.set_code(grpc.StatusCode.PERMISSION_DENIED)
+            context.set_details(f"CLUSTER_AUTHORIZATION_FAILED: {denied}")
             return
         node = self.node
         hw = node.high_watermark
@@ -159,9 +162,8 @@ class QuorumAdminService(pb_grpc.QuorumAdminServicer):
             while position < size:
                 found = node.log.read_snapshot(snapshot, position, max_bytes)
                 if found is None:
-                    await context.abort(
-                        grpc.StatusCode.UNAVAILABLE, f"snapshot {snapshot} was replaced during the export: export again"
-                    )
+                    context.set_code(grpc.StatusCode.UNAVAILABLE)
+                    context.set_details(f"snapshot {snapshot} was replaced during the export: export again")
                     return
                 data, size = found
                 chunk = pb.ExportLogChunk(snapshot_name=snapshot.file_name, snapshot_data=data, first_offset=offset)

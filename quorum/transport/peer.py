@@ -212,7 +212,8 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
             try:
                 identity = self._authenticate(context)
             except PeerRefused as e:
-                await self._refuse(context, str(e))
+                self._refuse(context, str(e))
+                return
         queue: asyncio.Queue[pb.PeerMessage | None] = asyncio.Queue(QUEUE_LIMIT)
         stream = _Inbound(queue)
         source: list[int] = []
@@ -263,14 +264,18 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
                     del self._inbound[source[0]]
                 if self._observers.get(source[0]) is stream:
                     del self._observers[source[0]]
+        # The status is set, not raised with context.abort(): in grpcio 1.78 an aborted call keeps its HTTP/2 stream
+        # counted as open, and MAX_STREAMS_PER_CONNECTION of them leave the connection refusing every new call.
         if refused:
-            await self._refuse(context, refused[0])
-        if undecodable:
+            self._refuse(context, refused[0])
+        elif undecodable:
             self.undecodable += 1
             log.warning("peer_message_undecodable", peer=context.peer(), source=source[0] if source else None)
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, undecodable[0])
-        if stream.ended is not None:
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, stream.ended)
+            context.set_code(grpc.StatusCode.INVALID_ARGUMENT)
+            context.set_details(undecodable[0])
+        elif stream.ended is not None:
+            context.set_code(grpc.StatusCode.RESOURCE_EXHAUSTED)
+            context.set_details(stream.ended)
 
     def _admit_pending(self, stream: _Inbound) -> None:
         """Count a new inbound stream as pending (no message yet), ending the oldest pending one at the limit."""
@@ -299,10 +304,12 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
             )
         self._observers[source] = stream
 
-    async def _refuse(self, context: grpc.aio.ServicerContext, reason: str) -> None:
+    def _refuse(self, context: grpc.aio.ServicerContext, reason: str) -> None:
+        """End the stream (once its handler returns) with PERMISSION_DENIED."""
         self.refused += 1
         log.warning("peer_refused", peer=context.peer(), reason=reason)
-        await context.abort(grpc.StatusCode.PERMISSION_DENIED, reason)
+        context.set_code(grpc.StatusCode.PERMISSION_DENIED)
+        context.set_details(reason)
 
 
 class _Inbound:

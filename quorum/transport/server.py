@@ -14,7 +14,9 @@ from typing import Any
 
 import grpc
 import structlog
-from google.protobuf.message import DecodeError
+from google.protobuf import descriptor_pool
+from google.protobuf.message import DecodeError, Message
+from google.protobuf.message_factory import GetMessageClass
 
 from quorum.transport.peer import SERVER_OPTIONS
 
@@ -42,25 +44,37 @@ class DecodeGuard(grpc.aio.ServerInterceptor):
         decode = handler.request_deserializer
         method = details.method
 
-        async def request(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        def request(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+            """The decoded request, or None with the call's status set. Not context.abort(): in grpcio 1.78 an
+            aborted call keeps its HTTP/2 stream counted as open, and MAX_STREAMS_PER_CONNECTION of them would leave
+            the connection refusing every new call."""
             try:
                 return decode(raw)
             except DecodeError as e:
                 self.refused += 1
                 log.debug("request_undecodable", method=method, peer=context.peer(), bytes=len(raw))
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the request is not a valid message: {e}")
+                context.set_code(grpc.StatusCode.INVALID_ARGUMENT)
+                context.set_details(f"the request is not a valid message: {e}")
+                return None
 
         if handler.unary_unary is not None:
             behaviour = handler.unary_unary
+            empty = _response_class(method)
 
             async def unary_unary(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-                return await behaviour(await request(raw, context), context)
+                decoded = request(raw, context)
+                if decoded is None:
+                    return empty()  # not sent: the status is an error
+                return await behaviour(decoded, context)
 
             return grpc.unary_unary_rpc_method_handler(unary_unary, response_serializer=handler.response_serializer)
         streaming = handler.unary_stream
 
         async def unary_stream(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            result = streaming(await request(raw, context), context)
+            decoded = request(raw, context)
+            if decoded is None:
+                return
+            result = streaming(decoded, context)
             if hasattr(result, "__aiter__"):
                 async for item in result:
                     yield item
@@ -68,3 +82,10 @@ class DecodeGuard(grpc.aio.ServerInterceptor):
                 await result
 
         return grpc.unary_stream_rpc_method_handler(unary_stream, response_serializer=handler.response_serializer)
+
+
+def _response_class(method: str) -> type[Message]:
+    """The response message class of ``/package.Service/Method`` (its module is loaded: it is being served)."""
+    service, name = method.strip("/").split("/")
+    output = descriptor_pool.Default().FindServiceByName(service).FindMethodByName(name).output_type
+    return GetMessageClass(output)

@@ -4,6 +4,7 @@ one just under the limit gets through to the service."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import grpc
 import pytest
 from hostile_helpers import live_node
 
+import quorum.transport.server as server_module
 from pykraft.api import controller_pb2 as cpb
 from pykraft.api import controller_pb2_grpc as cpb_grpc
 from quorum.transport.pb import quorum_pb2 as qpb
@@ -80,4 +82,27 @@ async def _undecodable_requests(tmp_path: Path) -> None:
         # A valid request on the same methods is still served (the guard decodes, the handler answers).
         chunks = [c async for c in qpb_grpc.QuorumAdminStub(channel).ExportLog(qpb.ExportLogRequest())]
         assert chunks and chunks[0].cluster_id
+        assert await live.serves(channel) and live.healthy
+
+
+async def test_refused_calls_do_not_use_up_a_connections_streams(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In grpcio 1.78 a call ended with context.abort() may stay counted as an open HTTP/2 stream: refused calls
+    used up a connection's streams and it then refused every new call (found by the fuzzer after ~120,000 payloads;
+    with 4 streams a connection, within 10 refusals). Refusals set the status instead."""
+    limited = [(k, 4 if k == "grpc.max_concurrent_streams" else v) for k, v in server_module.SERVER_OPTIONS]
+    monkeypatch.setattr(server_module, "SERVER_OPTIONS", limited)
+    async with live_node(tmp_path) as live, grpc.aio.insecure_channel(live.address) as channel:
+        describe = channel.unary_unary("/pykraft.controller.v1.Controller/DescribeCluster")
+        exchange = channel.stream_stream("/pykraft.quorum.v1.QuorumPeer/Exchange")
+        for _ in range(25):
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                await describe(b"\xff\xff\xff", timeout=5)
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value
+        for _ in range(25):
+            stream = exchange(timeout=5)
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await stream.write(b"\xff\xff\xff")
+            assert await stream.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert await live.serves(channel) and live.healthy
