@@ -61,9 +61,12 @@ from quorum.transport.pb import quorum_pb2_grpc as pb_grpc
 RAFT_FETCH_MAX_BYTES = 8 * 1024 * 1024
 MAX_MESSAGE_BYTES = 2 * RAFT_FETCH_MAX_BYTES
 # Slowloris bounds. A connection holds at most this many open calls (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS): a
-# peer uses one, an admin client a handful (the scale benchmark has 4 CreateTopics in flight); a client that opens
-# more waits for a slot on its side instead of costing the server. 100 is HTTP/2's recommended minimum.
-MAX_STREAMS_PER_CONNECTION = 100
+# peer uses one; an admin client multiplexes all its calls on one connection (the benchmarks keep 64 to 256 in
+# flight). Past the limit, a client that knows it waits for a slot on its side; but calls opened in a burst before
+# the server's SETTINGS reach the client are refused (REFUSED_STREAM: UNAVAILABLE): at 100, 128 CreateTopics callers
+# starting at once got thousands of UNAVAILABLE in the CreateTopics benchmark, and 1,000 calls at once on a fresh
+# channel 636 (grpcio 1.78). 1,024 leaves that far above any client of ours.
+MAX_STREAMS_PER_CONNECTION = 1024
 # Connections a listener accepts at once: 3-5 voters, one or two per broker (hundreds at most), admin tools. Beyond
 # it new connections are refused, so idle connections cost at most this many x the streams above.
 MAX_CONNECTIONS = 4096

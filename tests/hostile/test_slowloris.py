@@ -102,6 +102,15 @@ async def test_idle_unary_calls_take_at_most_a_connections_streams(tmp_path: Pat
             await idle.close()
 
 
+async def test_a_burst_of_calls_on_a_new_connection_is_served(tmp_path: Path) -> None:
+    """An admin client multiplexes its calls on one connection: a burst of them at its start is within the stream
+    bound (with 100 per connection, 128 callers starting at once were refused with UNAVAILABLE)."""
+    async with live_node(tmp_path) as live:
+        async with grpc.aio.insecure_channel(live.address, options=OWN_CONNECTION) as channel:
+            answered = await asyncio.gather(*(_answered(channel, timeout=30.0) for _ in range(300)))
+        assert all(answered) and live.healthy
+
+
 async def _answered(channel: grpc.aio.Channel, timeout: float) -> bool:
     describe = channel.unary_unary(
         "/pykraft.controller.v1.Controller/DescribeCluster",
