@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
 
 import grpc
 import structlog
@@ -131,6 +132,15 @@ def brokers_of(cluster: ClusterDescription, listener_name: str = "PLAINTEXT") ->
     return out
 
 
+def _refused(context: grpc.aio.ServicerContext, reason: str) -> Any:
+    """End the call with PERMISSION_DENIED once the handler returns (its answer is not sent). The status is set, not
+    raised with context.abort(): in grpcio 1.78 an aborted call may keep its HTTP/2 stream counted as open, and
+    enough of them leave the connection refusing every call (quorum/transport/server.py)."""
+    context.set_code(grpc.StatusCode.PERMISSION_DENIED)
+    context.set_details(reason)
+    return None
+
+
 class FetchService(pb_grpc.ReplicaFetchServicer):
     """A leader's side of followers' fetches."""
 
@@ -147,7 +157,7 @@ class FetchService(pb_grpc.ReplicaFetchServicer):
     async def Fetch(self, request: pb.FetchRequest, context: grpc.aio.ServicerContext) -> pb.FetchResponse:
         if self.check_replica is not None and (refused := self.check_replica(context, request.replica_id)):
             log.warning("fetch_refused", replica_id=request.replica_id, reason=refused)
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refused)
+            return _refused(context, refused)
         error, session_id, answers = self.manager.answer_session_fetch(
             request.replica_id,
             request.broker_epoch,
@@ -177,7 +187,7 @@ class FetchService(pb_grpc.ReplicaFetchServicer):
         self, request: pb.DescribeReplicasRequest, context: grpc.aio.ServicerContext
     ) -> pb.DescribeReplicasResponse:
         if self.check_describe is not None and (refused := await self.check_describe(context)):
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refused)  # the answer has no error code
+            return _refused(context, refused)  # the answer has no error code
         wanted = {(p.topic_id, p.partition) for p in request.partitions} if request.partitions else None
         response = pb.DescribeReplicasResponse(broker_id=self.manager.broker_id)
         add = response.replicas.add
