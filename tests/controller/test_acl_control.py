@@ -8,37 +8,15 @@ import asyncio
 
 import pytest
 from ctl_helpers import MemorySnapshotReader, SharedLog, active_cluster, quiet_settings, settle, start_controller
+from test_authorizer import ALLOWED, DENIED, Op, Pat, Perm, Res, acl
 from test_snapshot_image import loaded, replayed, snapshot_of
 
 from controller.acl_control import acl_record
-from controller.authorizer import (
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    AuthorizationResult,
-    PatternType,
-    ResourceType,
-    StandardAcl,
-)
+from controller.authorizer import AclBindingFilter, StandardAcl
 from controller.quorum_controller import NotControllerError, ReplayError
 from controller.records import AccessControlEntryRecord, RemoveAccessControlEntryRecord, deserialize
 from quorum.errors import Errors
 from quorum.log.message import Uuid
-
-Op, Perm, Res, Pat = AclOperation, AclPermissionType, ResourceType, PatternType
-ALLOWED, DENIED = AuthorizationResult.ALLOWED, AuthorizationResult.DENIED
-
-
-def acl(
-    name: str = "orders",
-    op: int = Op.READ,
-    perm: int = Perm.ALLOW,
-    principal: str = "User:alice",
-    host: str = "*",
-    pattern: int = Pat.LITERAL,
-    rtype: int = Res.TOPIC,
-) -> StandardAcl:
-    return StandardAcl(rtype, name, pattern, principal, host, op, perm)
 
 
 def acl_records(log: SharedLog, first: int = 0) -> list:
