@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 TYPES = ("AccessControlEntryRecord", "RemoveAccessControlEntryRecord")
-INPUT = [
+ACL_COLUMNS = (  # an ACL record's fields, as the records table holds them (audit/decode.py)
     "acl_id",
     "resource_type",
     "resource_name",
@@ -29,6 +29,9 @@ INPUT = [
     "host",
     "operation",
     "permission_type",
+)
+INPUT = [
+    *ACL_COLUMNS,
     "record_type",
     "order",
     "offset",

@@ -39,6 +39,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from audit.acls import ACL_COLUMNS
 from controller.records import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
@@ -173,16 +174,6 @@ def _adder(*getters: Any) -> Any:
     return add
 
 
-_ACL_COLUMNS = (
-    "acl_id",
-    "resource_type",
-    "resource_name",
-    "pattern_type",
-    "principal",
-    "host",
-    "operation",
-    "permission_type",
-)
 _PARTITION_COLUMNS = ("topic_id", "partition_id", "replicas", "isr", "removing_replicas", "adding_replicas", "leader")
 _EXTRACT: dict[type, tuple[tuple[str, ...], Any]] = {
     TopicRecord: (("topic_id", "topic_name"), _add_topic),
@@ -222,7 +213,7 @@ _EXTRACT: dict[type, tuple[tuple[str, ...], Any]] = {
     FeatureLevelRecord: (("feature_name", "feature_level"), _adder(lambda m: m.name, lambda m: m.feature_level)),
     LeaderChangeMessage: (("raft_leader_id",), _adder(lambda m: m.leader_id)),
     AccessControlEntryRecord: (
-        _ACL_COLUMNS,
+        ACL_COLUMNS,
         _adder(
             lambda m: m.id,
             lambda m: m.resource_type,
