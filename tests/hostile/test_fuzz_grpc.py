@@ -153,6 +153,9 @@ async def test_fuzz_peer_stream(tmp_path: Path) -> None:
     async with live_node(tmp_path, SETTINGS) as live, grpc.aio.insecure_channel(live.address) as channel:
         core = live.node.core
         assert core is not None
+        async with asyncio.timeout(10):  # settled: what the new leader wrote is committed (its own fsync), so that
+            while core.high_watermark != live.node.log.end_offset:  # nothing moves below but by the fuzz
+                await asyncio.sleep(0.01)
         before = (core.leader_id, core.epoch, core.high_watermark, live.node.log.end_offset)
         rss_before = rss_bytes()
         exchange = channel.stream_stream("/pykraft.quorum.v1.QuorumPeer/Exchange")
