@@ -173,10 +173,10 @@ async def test_fuzz_peer_stream(tmp_path: Path) -> None:
                         continue  # undecodable: sent now and then (it ends the stream), mostly skipped
                 try:
                     await stream.write(data)
-                except grpc.aio.AioRpcError:
+                except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
                     break  # the node ended the stream (an undecodable message): what it said is below
                 sent += 1
-            with contextlib.suppress(grpc.aio.AioRpcError):
+            with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
                 await stream.done_writing()
                 async for _ in stream:
                     pass
