@@ -6,12 +6,14 @@ Ports are chosen free at run time; processes are ended by PID, only the ones sta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -197,3 +199,27 @@ class Cluster:
         async with grpc.aio.insecure_channel(self.nodes[node_id].address) as ch:
             request = pb.AppendRecordsRequest(records=records, timeout_ms=timeout_ms)
             return await pb_grpc.QuorumAdminStub(ch).AppendRecords(request, timeout=timeout_ms / 1000 + 5)
+
+
+@contextlib.contextmanager
+def default_ports_held() -> Iterator[None]:
+    """Listen on whichever of ``pykraft cluster``'s default ports are free, so that it chooses others (a test's
+    cluster never takes the fixed ports an operator's may be using)."""
+    from pykraft.cluster import DEFAULT_PORTS  # here: the cluster module is not needed by the other helpers
+
+    held = []
+    try:
+        for port in DEFAULT_PORTS:
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+                s.listen()
+            except OSError:
+                s.close()  # in use by someone else: the CLI will not take it either
+                continue
+            held.append(s)
+        yield
+    finally:
+        for s in held:
+            s.close()

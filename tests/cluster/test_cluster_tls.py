@@ -10,10 +10,8 @@ CLI's default ports 9091-9093 are held while ``up`` picks its ports, so the test
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -26,12 +24,13 @@ import pytest
 
 from pykraft.api import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc
 from pykraft.client import AdminClient
-from pykraft.cluster import ADMIN_PROPERTIES, DEFAULT_PORTS, LOGS_DIR, STATE_FILE, TLS_DIR
+from pykraft.cluster import ADMIN_PROPERTIES, LOGS_DIR, STATE_FILE, TLS_DIR
 from pykraft.replica.data_plane import describe_replicas
 from pykraft.security.ca import ensure_cluster_certificates
 from pykraft.security.channels import ClientTls, aio_channel
 from pykraft.security.command_config import tls_settings_from_command_config
 from pykraft.security.tls import TlsSettings
+from pykraft.testing import default_ports_held
 from quorum.errors import Errors
 
 
@@ -39,26 +38,6 @@ def pykraft(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "pykraft", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
-
-
-@contextlib.contextmanager
-def default_ports_held() -> Iterator[None]:
-    held = []
-    try:
-        for port in DEFAULT_PORTS:
-            s = socket.socket()
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("127.0.0.1", port))
-                s.listen()
-            except OSError:
-                s.close()
-                continue
-            held.append(s)
-        yield
-    finally:
-        for s in held:
-            s.close()
 
 
 def logs(data_dir: Path) -> str:

@@ -8,10 +8,8 @@ falls back to ports chosen free at run time: these tests never take fixed ports 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-import socket
 import subprocess
 import time
 from collections import Counter
@@ -22,30 +20,9 @@ import pytest
 from e2e_helpers import run_pykraft
 
 from pykraft.cluster import DEFAULT_PORTS, LOGS_DIR, STATE_FILE, STOPPED_FILE
-from pykraft.testing import free_ports
+from pykraft.testing import default_ports_held, free_ports
 
 ERROR = "Error while executing topic command : "
-
-
-@contextlib.contextmanager
-def default_ports_held() -> Iterator[None]:
-    """Listen on whichever of the CLI's default ports are free, so that it chooses others."""
-    held = []
-    try:
-        for port in DEFAULT_PORTS:
-            s = socket.socket()
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("127.0.0.1", port))
-                s.listen()
-            except OSError:
-                s.close()  # in use by someone else: the CLI will not take it either
-                continue
-            held.append(s)
-        yield
-    finally:
-        for s in held:
-            s.close()
 
 
 def cluster_up(data_dir: Path, *options: str) -> str:
