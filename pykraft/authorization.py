@@ -138,6 +138,11 @@ class Caller:
 OPEN = Caller("User:ANONYMOUS", "", None)  # authorization off
 
 
+class Unauthenticated(Exception):
+    """The call was refused before any authorization (a certificate no ``ssl.principal.mapping.rules`` rule takes):
+    its status (UNAUTHENTICATED) is set; the handler returns without an answer."""
+
+
 class Authorization:
     """A node's authorization switch and what it needs to name callers: the authorizer (through a getter, as the
     controller owns it), and the TLS listener's principal mapping rules."""
@@ -156,23 +161,33 @@ class Authorization:
 
     async def caller(self, context: grpc.aio.ServicerContext) -> Caller:
         """The request's caller; :data:`OPEN` when authorization is off. A client certificate whose DN no mapping
-        rule takes ends the call (UNAUTHENTICATED), as Kafka closes such a connection."""
+        rule takes ends the call (UNAUTHENTICATED), as Kafka closes such a connection: the status is set and
+        :class:`Unauthenticated` raised, for the handler to return without an answer. Not context.abort(): in
+        grpcio 1.78 an aborted call may keep its HTTP/2 stream counted as open, and enough of them leave the
+        connection refusing every call (quorum/transport/server.py)."""
         if self._authorizer is None:
             return OPEN
         try:
             principal = str(principal_of(context, self._mapper))
         except NoMatchingRule as e:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, f"no principal for the client certificate: {e}")
-            raise  # abort raises; this is for the type checker
+            message = f"no principal for the client certificate: {e}"
+            log.info("principal_refused", host=client_host(context.peer()), reason=str(e))
+            context.set_code(grpc.StatusCode.UNAUTHENTICATED)
+            context.set_details(message)
+            raise Unauthenticated(message) from None
         return Caller(principal, client_host(context.peer()), self._authorizer())
 
     async def cluster_refusal(self, context: grpc.aio.ServicerContext, operation: int) -> str | None:
         """For services whose answers carry no error code — a broker's DescribeReplicas (Kafka's DescribeLogDirs:
         DESCRIBE on the CLUSTER) —: None when authorization is off or the caller may ``operation`` on the CLUSTER,
-        else the denial's message, for the service to end the call with (PERMISSION_DENIED)."""
+        else the denial's message, for the service to end the call with (PERMISSION_DENIED; a certificate no
+        mapping rule takes is refused the same way, its message saying so)."""
         if self._authorizer is None:
             return None
-        caller = await self.caller(context)
+        try:
+            caller = await self.caller(context)
+        except Unauthenticated as e:
+            return str(e)
         return None if caller.cluster_allowed(operation) else caller.denied(operation, Res.CLUSTER, CLUSTER_NAME)
 
     async def quorum_admin_check(self, context: grpc.aio.ServicerContext, api: str) -> str | None:
@@ -181,7 +196,10 @@ class Authorization:
         operation = QUORUM_ADMIN_OPERATIONS.get(api)
         if operation is None:
             return None
-        caller = await self.caller(context)
+        try:
+            caller = await self.caller(context)
+        except Unauthenticated as e:
+            return str(e)
         return None if caller.cluster_allowed(operation) else caller.denied(operation, Res.CLUSTER, CLUSTER_NAME)
 
 

@@ -31,7 +31,7 @@ from controller.results import ApiError
 from pykraft.acl_service import AclServicer
 from pykraft.api import controller_pb2 as pb
 from pykraft.api import controller_pb2_grpc as pb_grpc
-from pykraft.authorization import OPEN, Caller, controller_authorization, creation_checks
+from pykraft.authorization import OPEN, Caller, Unauthenticated, controller_authorization, creation_checks
 from pykraft.lifecycle_service import LifecycleServicer, RequestError
 from pykraft.quota_service import QuotaServicer, throttled_error
 from pykraft.reassignment_service import ReassignmentServicer
@@ -127,6 +127,8 @@ class ControllerService(
         try:
             response = await call()
             error_code = getattr(response, "error_code", Errors.NONE)  # a request-level error answered, not raised
+        except Unauthenticated:  # the call's status says so (logged as principal_refused): no answer is sent
+            return response_type()
         except NotControllerError as e:
             error_code = e.code
             response = response_type(error_code=int(e.code), error_message=str(e), controller=self._hint())
