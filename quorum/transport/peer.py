@@ -22,7 +22,8 @@ peer's certificate must carry (gRPC checks it instead of the dialled host), so a
 certificate at a voter's address is not taken for that voter.
 
 Hostile input is bounded (the constants below say why each size): gRPC refuses messages over MAX_MESSAGE_BYTES with
-RESOURCE_EXHAUSTED; a connection holds MAX_STREAMS_PER_CONNECTION calls and a listener MAX_CONNECTIONS connections;
+RESOURCE_EXHAUSTED; a connection holds MAX_STREAMS_PER_CONNECTION calls and a listener MAX_CONNECTIONS connections,
+one with no call open for CONNECTION_MAX_IDLE_MS is closed, and one whose peer stops answering pings too;
 inbound streams that have sent nothing yet, and non-voters' streams, are capped, the stalest ended to make room.
 """
 
@@ -72,6 +73,15 @@ MAX_STREAMS_PER_CONNECTION = 1024
 MAX_CONNECTIONS = 4096
 # A connection that has not finished its HTTP/2 (and TLS) handshake by then is closed (gRPC's default: 120 s).
 HANDSHAKE_TIMEOUT_MS = 10_000
+# A connection with no call open for this long is closed (HTTP/2 GOAWAY; gRPC's default: never), so connections
+# that carry nothing do not hold a place under MAX_CONNECTIONS for ever. Kafka's connections.max.idle.ms default.
+# Peers and brokers are never idle (a peer stream stays open, heartbeats every 2 s); an admin client's channel
+# reconnects on its next call.
+CONNECTION_MAX_IDLE_MS = 600_000
+# The server pings each connection this often and closes it when the ack takes longer than the timeout: a peer that
+# vanished without closing (a host powered off, a dropped route) stops holding its connection and streams.
+SERVER_KEEPALIVE_TIME_MS = 60_000
+SERVER_KEEPALIVE_TIMEOUT_MS = 20_000
 # Inbound peer streams that have not sent their first message yet. A real peer's stream may stay silent for long (a
 # leader sends a follower nothing between elections), so there is no deadline; instead, at this many the oldest is
 # ended to make room: an idle stranger costs a bounded amount, and a real peer whose stream is ended reconnects.
@@ -99,6 +109,9 @@ SERVER_OPTIONS = [  # every node listener (peers, quorum admin, Controller servi
     ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
     ("grpc.max_allowed_incoming_connections", MAX_CONNECTIONS),
     ("grpc.server_handshake_timeout_ms", HANDSHAKE_TIMEOUT_MS),
+    ("grpc.max_connection_idle_ms", CONNECTION_MAX_IDLE_MS),
+    ("grpc.keepalive_time_ms", SERVER_KEEPALIVE_TIME_MS),
+    ("grpc.keepalive_timeout_ms", SERVER_KEEPALIVE_TIMEOUT_MS),
     ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.so_reuseport", 0),

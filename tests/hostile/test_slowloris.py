@@ -13,6 +13,7 @@ import pytest
 from hostile_helpers import CLUSTER_ID, live_node
 
 import quorum.transport.peer as peer
+import quorum.transport.server as server_module
 from pykraft.api import controller_pb2 as cpb
 from quorum.transport.pb import quorum_pb2 as qpb
 from quorum.transport.pb import quorum_pb2_grpc as qpb_grpc
@@ -123,3 +124,26 @@ async def _answered(channel: grpc.aio.Channel, timeout: float) -> bool:
         assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e
         return False
     return True
+
+
+async def test_a_connection_without_calls_is_closed_by_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """grpc.max_connection_idle_ms: a connection that carries no call is closed by the server (GOAWAY), so idle
+    connections do not hold places under MAX_CONNECTIONS for ever; the client's channel reconnects on its next
+    call. (Without the option the channel stays READY: its own idle timeout is 30 minutes.)"""
+    idle = [(k, 300 if k == "grpc.max_connection_idle_ms" else v) for k, v in server_module.SERVER_OPTIONS]
+    assert ("grpc.max_connection_idle_ms", 300) in idle
+    monkeypatch.setattr(server_module, "SERVER_OPTIONS", idle)
+    async with live_node(tmp_path) as live:
+        channel = grpc.aio.insecure_channel(live.address, options=OWN_CONNECTION)
+        try:
+            assert await live.serves(channel)
+            assert channel.get_state() == grpc.ChannelConnectivity.READY
+            async with asyncio.timeout(5):
+                while channel.get_state() == grpc.ChannelConnectivity.READY:
+                    await channel.wait_for_state_change(grpc.ChannelConnectivity.READY)
+            assert channel.get_state() == grpc.ChannelConnectivity.IDLE  # the server went away, not the client
+            assert await live.serves(channel)  # and the next call reconnects
+        finally:
+            await channel.close()
