@@ -42,8 +42,8 @@ from controller.cluster_control import (
 from controller.config_control import ConfigControl
 from controller.configs import TOPIC_RESOURCE
 from controller.departures import DEPARTURE_CHUNK_PARTITIONS, BrokerDepartures
-from controller.event_queue import Event, EventQueue, relay
-from controller.mutation_quota import ControllerMutationQuotas
+from controller.event_queue import MAX_QUEUED_EVENTS, Event, EventQueue, relay
+from controller.mutation_quota import WINDOW_NUM, WINDOW_SECONDS, ControllerMutationQuotas
 from controller.placement import PLACERS
 from controller.purgatory import Purgatory
 from controller.quota_control import (
@@ -146,6 +146,12 @@ class ControllerSettings:
     # A broker's image: never a voter, so never active; it answers reads from its committed state (as a Kafka
     # broker answers Metadata from its MetadataImage) instead of refusing them with NOT_CONTROLLER.
     serve_local_reads: bool = False
+    # controller.event.queue.max.size (ours; Kafka's queue is unbounded): requests waiting for the controller before
+    # more are refused with REQUEST_TIMED_OUT (controller/event_queue.py says why 10,000).
+    event_queue_max_size: int = MAX_QUEUED_EVENTS
+    # KIP-599's token buckets hold rate x window.num x window.size.seconds of partitions (controller/mutation_quota.py)
+    quota_window_num: int = WINDOW_NUM  # controller.quota.window.num
+    quota_window_size_s: int = WINDOW_SECONDS  # controller.quota.window.size.seconds
 
 
 @dataclass(frozen=True)
@@ -194,9 +200,17 @@ class QuorumController:
         self.authorizer = StandardAuthorizer(self.settings.super_users, self.settings.allow_everyone_if_no_acl_found)
         self._fresh_state()
         # KIP-599's buckets: this node's memory, over the committed quotas (controller/mutation_quota.py).
-        self.mutation_quotas = ControllerMutationQuotas(lambda entity, key: self.quotas.lookup(entity, key))
+        self.mutation_quotas = ControllerMutationQuotas(
+            lambda entity, key: self.quotas.lookup(entity, key),
+            window_num=self.settings.quota_window_num,
+            window_s=self.settings.quota_window_size_s,
+        )
         queue_failed = fault_message("running the controller's event queue", None)
-        self.queue = EventQueue(f"controller-{node_id}", lambda e: self.faults.handle_fault(queue_failed, e))
+        self.queue = EventQueue(
+            f"controller-{node_id}",
+            lambda e: self.faults.handle_fault(queue_failed, e),
+            max_size=self.settings.event_queue_max_size,
+        )
         self.purgatory = Purgatory()
         self.metrics = ControllerMetrics({}, {})
         self.active_epoch: int | None = None  # the Raft epoch in which this controller is active

@@ -305,6 +305,7 @@ class ControllerCollector(Collector):
             "kafka_controller_last_committed_offset", "Last committed offset", value=c.committed_offset
         )
         yield from snapshot_metrics(c)
+        yield from mutation_quota_metrics(c)
         count = CounterMetricFamily("kafka_controller_requests", "Requests by API", labels=["api"])
         seconds = CounterMetricFamily(
             "kafka_controller_request_seconds", "Request latency by API, summed", labels=["api"]
@@ -359,6 +360,38 @@ def snapshot_metrics(c: QuorumController) -> Iterator[GaugeMetricFamily | Counte
     )
     yield GaugeMetricFamily(
         "kafka_controller_snapshot_load_seconds", "Time the latest snapshot load took", value=m.snapshot_load_seconds
+    )
+
+
+def mutation_quota_metrics(c: QuorumController) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """KIP-599's throttling (Kafka's per-user ControllerMutation sensors), summed over principals and client ids so
+    that no caller adds series; on the active controller (another node throttles nothing)."""
+    quotas = c.mutation_quotas
+    m = quotas.stats
+    yield CounterMetricFamily(
+        "kafka_controller_mutation_throttled_requests",
+        "Requests with topics refused THROTTLING_QUOTA_EXCEEDED (controller_mutation_rate)",
+        value=m.throttled_requests,
+    )
+    yield CounterMetricFamily(
+        "kafka_controller_mutation_throttled_topics",
+        "Topics refused THROTTLING_QUOTA_EXCEEDED",
+        value=m.throttled_topics,
+    )
+    yield CounterMetricFamily(
+        "kafka_controller_mutation_throttle_time_seconds",
+        "Throttle times the throttled requests were answered with, summed",
+        value=m.throttle_time_ms / 1000,
+    )
+    yield CounterMetricFamily(
+        "kafka_controller_mutation_partitions",
+        "Partitions created or deleted under a controller_mutation_rate quota (recorded into a bucket)",
+        value=m.recorded_partitions,
+    )
+    yield GaugeMetricFamily(
+        "kafka_controller_mutation_quota_buckets",
+        "Token buckets held (one per quota'd user / client id)",
+        value=len(quotas.buckets),
     )
 
 

@@ -99,6 +99,9 @@ CONTROLLER_CONFIGS = {  # Kafka config name -> (ControllerSettings field, type)
     "super.users": ("super_users", str),  # the authorizer's (controller/authorizer.py)
     "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", bool),
     "authorizer.class.name": ("authorizer_class_name", str),  # pykraft/authorization.py: empty = off
+    "controller.event.queue.max.size": ("event_queue_max_size", int),  # pykraft's (see ControllerSettings)
+    "controller.quota.window.num": ("quota_window_num", int),
+    "controller.quota.window.size.seconds": ("quota_window_size_s", int),
 }
 
 
@@ -148,6 +151,13 @@ def controller_settings(props: dict[str, str]) -> ControllerSettings:
         )
     if settings.leader_imbalance_check_interval_s < 1:
         raise ValueError("leader.imbalance.check.interval.seconds must be at least 1")
+    for name, value in (
+        ("controller.event.queue.max.size", settings.event_queue_max_size),
+        ("controller.quota.window.num", settings.quota_window_num),
+        ("controller.quota.window.size.seconds", settings.quota_window_size_s),
+    ):
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
     parse_super_users(settings.super_users)  # a principal that is not Type:name is refused at start, as in Kafka
     authorizer_enabled(settings.authorizer_class_name)  # an authorizer we do not have: refused at start
     # Broker configs in the properties are this node's static level (under dynamic ones, above the defaults).

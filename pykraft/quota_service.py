@@ -63,6 +63,8 @@ class MutationThrottle:
                 self.charged[i] = n
             else:
                 throttled.add(i)
+        if throttled:
+            self.quota.throttled(len(throttled))
         return throttled
 
     def refund(self, index: int) -> None:

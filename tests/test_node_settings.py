@@ -3,6 +3,7 @@ ConfigError naming the property — before any directory or port is touched."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,34 @@ def test_broker_configs_in_the_properties_are_the_static_level() -> None:
         assert "min.insync.replicas" in str(e), e
     else:
         raise AssertionError("min.insync.replicas=0 was accepted")
+
+
+def test_event_queue_bound_and_quota_windows_are_settings(tmp_path: Path) -> None:
+    """controller.event.queue.max.size (ours), controller.quota.window.num and controller.quota.window.size.seconds
+    (Kafka's): defaults 10,000, 11 and 1; at least 1 each; the controller's queue and buckets take them."""
+    from controller.quorum_controller import QuorumController
+    from pykraft.node import controller_settings
+
+    defaults = controller_settings({})
+    assert (defaults.event_queue_max_size, defaults.quota_window_num, defaults.quota_window_size_s) == (10_000, 11, 1)
+    s = settings(
+        tmp_path,
+        "--override",
+        "controller.event.queue.max.size=50",
+        "--override",
+        "controller.quota.window.num=3",
+        "--override",
+        "controller.quota.window.size.seconds=2",
+    ).controller
+    assert (s.event_queue_max_size, s.quota_window_num, s.quota_window_size_s) == (50, 3, 2)
+    controller = QuorumController(1, object(), s)  # type: ignore[arg-type]  # not started: no Raft needed
+    assert controller.queue.max_size == 50
+    assert controller.mutation_quotas.burst_s == 6.0  # a bucket holds rate x 3 x 2 s
+    for name in (
+        "controller.event.queue.max.size",
+        "controller.quota.window.num",
+        "controller.quota.window.size.seconds",
+    ):
+        for value, words in (("0", "at least 1, got 0"), ("-3", "at least 1, got -3"), ("many", "an integer")):
+            with pytest.raises(ConfigError, match=f"^{re.escape(name)} must be {words}"):
+                settings(tmp_path, "--override", f"{name}={value}")

@@ -228,3 +228,31 @@ def test_refund_gives_back_what_a_refused_topic_recorded() -> None:
     assert q.record(1)
     assert quotas.buckets.keys() == {("a", "")}
     assert quotas.quota_for("User:b", "").record(11)  # a default user quota: a bucket per user
+
+
+def test_the_windows_size_the_burst_and_throttling_is_counted_without_principals() -> None:
+    """controller.quota.window.num x controller.quota.window.size.seconds seconds of the rate fit in a bucket (here
+    2 x 3 = 6 s at 1/s: 6 tokens, not Kafka's default 11); MutationStats sums throttled requests, topics, throttle
+    time and recorded partitions over every principal, and the metrics carry no principal label."""
+    from types import SimpleNamespace
+
+    from pykraft.metrics import mutation_quota_metrics
+
+    clock = Clock()
+    quotas = ControllerMutationQuotas(lambda e, k: 1.0 if e == ((USER, None),) else None, clock, 2, 3)
+    q = quotas.quota_for("User:a", "")
+    assert q.record(6) and q.record(2)  # 6 -> 0 -> -2
+    assert not q.record(1) and q.throttle_time_ms == 2000
+    q.throttled(1)
+    assert quotas.quota_for("User:b", "").record(6)  # b's own bucket, also 6
+    q.refund(2)
+    assert quotas.stats.throttled_requests == 1 and quotas.stats.throttled_topics == 1
+    assert quotas.stats.throttle_time_ms == 2000 and quotas.stats.recorded_partitions == 12
+    families = {f.name: f for f in mutation_quota_metrics(SimpleNamespace(mutation_quotas=quotas))}  # type: ignore[arg-type]
+    assert families["kafka_controller_mutation_throttled_requests"].samples[0].value == 1
+    assert families["kafka_controller_mutation_throttle_time_seconds"].samples[0].value == 2.0
+    assert families["kafka_controller_mutation_partitions"].samples[0].value == 12
+    assert families["kafka_controller_mutation_quota_buckets"].samples[0].value == 2
+    assert all(not sample.labels for f in families.values() for sample in f.samples)
+    with pytest.raises(ValueError, match=r"controller\.quota\.window\.num \(0\)"):
+        ControllerMutationQuotas(lambda e, k: None, window_num=0)

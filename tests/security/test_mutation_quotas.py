@@ -176,6 +176,10 @@ async def test_throttled_topics_and_the_admin_client_waiting(tmp_path: Path) -> 
             assert grown["big"].error.code == THROTTLED
             [deleted] = await once.delete_topics(["free"])
             assert deleted.error.code == THROTTLED
+            # counted, per request, for kafka_controller_mutation_throttled_*: four requests, five topics
+            stats = live.controller.mutation_quotas.stats
+            assert (stats.throttled_requests, stats.throttled_topics) == (4, 5)
+            assert stats.throttle_time_ms >= 4 * 1000 and stats.recorded_partitions == 120
             # a call whose deadline comes before the wait ends returns the throttled result as it is
             short = await retrying.create_topics([NewTopic("t1", 1, 1)], timeout_ms=200)
             assert short["t1"].error_code == THROTTLED and retrying.throttle_waits == 0
