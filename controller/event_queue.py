@@ -36,6 +36,9 @@ BURST_S = 0.001  # how long ready events may run back to back before I/O gets a 
 # benchmark keeps 4 CreateTopics in flight). Activation (prepend) and deferred periodic work are internal, bounded
 # by their tags, and never refused.
 MAX_QUEUED_EVENTS = 10_000
+# How a full queue's refusal starts its message: clients (pykraft/client.py) tell by it that the request was never
+# queued, so resending it is safe even for a write — unlike a REQUEST_TIMED_OUT of a request that may have run.
+QUEUE_FULL_MESSAGE = "the controller's event queue is full"
 SLOW_EVENT_S = 1.0  # an event that held the loop this long is logged: Raft's fetch answers waited behind it
 
 
@@ -102,8 +105,8 @@ class EventQueue:
                 log.warning("event_queue_full", queue=self.name, max_size=self.max_size, rejected=self.stats.rejected)
             event.future.set_exception(
                 KafkaError(
-                    f"the controller's event queue is full ({self.max_size} requests waiting); {event.name} was not "
-                    "run: retry after a backoff",
+                    f"{QUEUE_FULL_MESSAGE} ({self.max_size} requests waiting); {event.name} was not run: retry "
+                    "after a backoff",
                     Errors.REQUEST_TIMED_OUT,
                 )
             )

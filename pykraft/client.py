@@ -7,7 +7,10 @@ Shaped like Kafka's admin clients::
         results["orders"].raise_for_error()
 
 It finds the active controller from a bootstrap list and follows NOT_CONTROLLER hints; it retries on
-NOT_CONTROLLER and on transport failures (UNAVAILABLE) with exponential backoff, within an overall deadline.
+NOT_CONTROLLER, on transport failures (UNAVAILABLE) and on the REQUEST_TIMED_OUT of a controller whose event queue
+was full (the message says so: the request was refused before it was queued, so resending is safe even for a
+write; any other REQUEST_TIMED_OUT is returned, as the request may have been applied) with exponential backoff and
+jitter, within an overall deadline.
 Per-topic errors are results, not exceptions: a batch of topics can partly succeed.
 """
 
@@ -24,6 +27,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from controller.event_queue import QUEUE_FULL_MESSAGE
 from controller.requests import (
     CONFIG_TYPE_IDS,
     AlterConfigsResource,
@@ -164,6 +168,12 @@ def _api_error(code: int, message: str) -> ApiError:
     return ApiError(Errors.UNKNOWN_SERVER_ERROR, f"error code {code}: {message}")
 
 
+def _queue_full(response: Any) -> bool:
+    """The controller refused the request because its event queue was full: REQUEST_TIMED_OUT with the queue's own
+    message (controller/event_queue.py), which only a request that was never queued gets."""
+    return response.error_code == Errors.REQUEST_TIMED_OUT and response.error_message.startswith(QUEUE_FULL_MESSAGE)
+
+
 _NO_ANSWER = ApiError(Errors.UNKNOWN_SERVER_ERROR, "The server returned no result for this partition.")
 
 
@@ -236,6 +246,7 @@ class AdminClient(AclAdmin, QuotaAdmin):  # ACLs: pykraft/acl_client.py; quotas,
         self._channels: dict[str, grpc.aio.Channel | grpc.Channel] = {}
         self._controller: str | None = None  # the last known active controller
         self.attempts = 0
+        self.queue_full_retries = 0  # requests resent because the controller's event queue was full
         self.client_id = client_id
         self.retry_on_quota_violation = retry_on_quota_violation
         self._metadata = ((CLIENT_ID_METADATA, client_id),)
@@ -265,8 +276,9 @@ class AdminClient(AclAdmin, QuotaAdmin):  # ACLs: pykraft/acl_client.py; quotas,
         return _ExecutorStub(pb_grpc.ControllerStub(ch))
 
     async def _call(self, method: str, request: Any, timeout_ms: int | None = None) -> Any:
-        """Send to the controller, following NOT_CONTROLLER hints and retrying transport failures, until the
-        overall deadline. Returns the response (its own error_code may still be set: per-request errors)."""
+        """Send to the controller, following NOT_CONTROLLER hints and retrying transport failures and a full event
+        queue's refusals, until the overall deadline. Returns the response (its own error_code may still be set:
+        per-request errors, or the last queue-full refusal when no retry fits before the deadline)."""
         started = time.monotonic()
         deadline = started + (timeout_ms or self.default_api_timeout_ms) / 1000
         backoff = self.retry_backoff_ms / 1000
@@ -307,6 +319,17 @@ class AdminClient(AclAdmin, QuotaAdmin):  # ACLs: pykraft/acl_client.py; quotas,
                 self._controller = None
             else:
                 self._answered = True
+                if _queue_full(response):
+                    # Never queued, nothing done: resend to the same controller after a backoff, as Kafka's admin
+                    # client retries a retriable error. Out of time, the caller gets this answer.
+                    self._controller = target
+                    pause = backoff * (0.8 + 0.4 * random.random())
+                    if time.monotonic() + pause >= deadline:
+                        return response
+                    self.queue_full_retries += 1
+                    await asyncio.sleep(pause)
+                    backoff = min(backoff * 2, self.retry_backoff_max_ms / 1000)
+                    continue
                 if response.error_code != Errors.NOT_CONTROLLER:
                     self._controller = target
                     return response

@@ -9,11 +9,14 @@ import time
 from pathlib import Path
 
 import grpc
+import pytest
 from hostile_helpers import live_node
 
 from controller.event_queue import MAX_QUEUED_EVENTS, Event, EventQueue
+from controller.quota_control import CLIENT_ID, CONTROLLER_MUTATION_RATE, QuotaAlteration, QuotaOp
 from pykraft.api import controller_pb2 as cpb
 from pykraft.api import controller_pb2_grpc as cpb_grpc
+from pykraft.client import AdminClient, AdminError, NewTopic
 from pykraft.metrics import ControllerCollector
 from quorum.errors import Errors, KafkaError
 
@@ -61,3 +64,42 @@ async def test_a_flood_past_the_bound_is_refused_quickly_and_the_node_keeps_serv
             controller.queue.max_size = MAX_QUEUED_EVENTS
             assert await live.serves(channel)
         assert await live.commits("after-the-flood") and live.healthy
+
+
+async def test_the_admin_client_retries_a_full_queue_with_backoff_but_not_a_real_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full queue's REQUEST_TIMED_OUT says the request was never queued: the AdminClient resends it (a write too)
+    with exponential backoff and jitter until it is served or its deadline comes; any other REQUEST_TIMED_OUT may
+    have been applied (``... (it may still complete)``) and is returned as it is, sent once."""
+    async with live_node(tmp_path) as live, AdminClient(live.address, retry_backoff_ms=20) as admin:
+        controller = live.controller
+        controller.queue.max_size = 0
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.3, setattr, controller.queue, "max_size", MAX_QUEUED_EVENTS)
+        started = time.monotonic()
+        alteration = QuotaAlteration([(CLIENT_ID, "app")], [QuotaOp(CONTROLLER_MUTATION_RATE, 5.0)])
+        [result] = await admin.alter_client_quotas([alteration], timeout_ms=10_000)  # a write
+        assert not result.error.failed
+        assert controller.quotas.lookup(((CLIENT_ID, "app"),), CONTROLLER_MUTATION_RATE) == 5.0
+        assert admin.queue_full_retries >= 3 and time.monotonic() - started >= 0.3  # 20, 40, 80, 160 ms ...
+        assert controller.queue.stats.rejected == admin.queue_full_retries
+
+        # Past the deadline the caller gets the refusal itself.
+        controller.queue.max_size = 0
+        with pytest.raises(AdminError, match="event queue is full") as refused:
+            await admin.describe_cluster(timeout_ms=300)
+        assert refused.value.code == Errors.REQUEST_TIMED_OUT
+        controller.queue.max_size = MAX_QUEUED_EVENTS
+
+        sent: list[str] = []
+
+        async def timed_out(topics: list[object], **kw: object) -> list[object]:
+            sent.append("createTopics")
+            raise KafkaError("createTopics timed out after 5 ms (it may still complete)", Errors.REQUEST_TIMED_OUT)
+
+        monkeypatch.setattr(controller, "create_topics", timed_out)
+        retries = admin.queue_full_retries
+        with pytest.raises(AdminError, match="may still complete"):
+            await admin.create_topics([NewTopic("maybe-created", 1, 1)], timeout_ms=5_000)
+        assert sent == ["createTopics"] and admin.queue_full_retries == retries
