@@ -6,9 +6,11 @@ class with ``__slots__`` and, per version, a decoder and an encoder. The codecs 
 functions (as ``dataclasses`` does for ``__init__``) because per-record interpretation of the spec would cost
 several times more per field, and the log must decode hundreds of thousands of records a second.
 
-Every record in the metadata log uses Kafka's *flexible* encoding (``flexibleVersions: 0+``): compact strings,
-bytes and arrays (length + 1 as an unsigned varint, 0 for null), and a tagged-field section after every struct.
-That is the only encoding supported here.
+Every record in the metadata log uses Kafka's *flexible* encoding (``flexibleVersions: 0+``, the default here):
+compact strings, bytes and arrays (length + 1 as an unsigned varint, 0 for null), and a tagged-field section after
+every struct. Kafka's API messages also have older, non-flexible versions (``Message(flexible="9+")``): int16-length
+strings, int32-length bytes and arrays (-1 for null), no tagged fields (a tagged field is absent there). The
+flexibility of a version is fixed when its codec is compiled, so the record codecs are the same code as before.
 """
 
 from __future__ import annotations
@@ -263,11 +265,22 @@ class Struct:
         if len(tags) != len(set(tags)):
             raise ValueError(f"{name}: duplicate tags")
         self.cls: type[ApiMessage] = _make_class(self)
+        self.flexible = (0, MAX_VERSION)  # set from the enclosing Message's flexibleVersions
         self._decoders: dict[int, Callable[[bytes, int], tuple[Any, int]]] = {}
         self._encoders: dict[int, Callable[[Any, bytearray], None]] = {}
 
     def __repr__(self) -> str:
         return self.name
+
+    def is_flexible(self, version: int) -> bool:
+        return self.flexible[0] <= version <= self.flexible[1]
+
+    def _set_flexible(self, flexible: tuple[int, int]) -> None:
+        self.flexible = flexible
+        for f in self.fields:
+            t = f.type.element if isinstance(f.type, Array) else f.type
+            if isinstance(t, Struct):
+                t._set_flexible(flexible)
 
     def decoder(self, version: int) -> Callable[[bytes, int], tuple[Any, int]]:
         fn = self._decoders.get(version)
@@ -293,9 +306,11 @@ class Message(Struct):
         api_key: int | None = None,
         versions: str = "0",
         write_version: int | None = None,
+        flexible: str = "0+",
     ) -> None:
         super().__init__(name, fields, versions)
         self.api_key = api_key
+        self._set_flexible(_versions(flexible))
         self.write_version = self.versions[1] if write_version is None else write_version
 
     def check_version(self, version: int) -> None:
@@ -405,7 +420,15 @@ class _Gen:
         return self.env[fn]
 
 
-def _decode_value(g: _Gen, typ: Any, target: str, indent: str, nullable: bool, what: str, version: int) -> None:
+def _read_classic_len(g: _Gen, typ: Any, indent: str) -> None:
+    # Non-flexible: int16 length for strings, int32 for bytes and arrays; -1 is null.
+    s = g.const(_FIXED["h" if typ is STRING else "i"], "s")
+    g.lines.append(f"{indent}n = {s}.unpack_from(buf, pos)[0]; pos += {2 if typ is STRING else 4}")
+
+
+def _decode_value(
+    g: _Gen, typ: Any, target: str, indent: str, nullable: bool, what: str, version: int, flex: bool = True
+) -> None:
     """Emit code reading one value of ``typ`` at ``pos`` into ``target``."""
     L = g.lines.append
     if isinstance(typ, Primitive) and typ.fmt:
@@ -414,6 +437,18 @@ def _decode_value(g: _Gen, typ: Any, target: str, indent: str, nullable: bool, w
     elif typ is UUID:
         L(f"{indent}if pos + 16 > len(buf): raise DecodeError('field {what} runs past the end')")
         L(f"{indent}{target} = _new_bytes(_Uuid, buf[pos:pos + 16]); pos += 16")
+    elif (typ is STRING or typ is BYTES) and not flex:
+        _read_classic_len(g, typ, indent)
+        L(f"{indent}if n < 0:")
+        if nullable:
+            L(f"{indent}    {target} = None")
+        else:
+            L(f"{indent}    raise DecodeError('non-nullable field {what} was null')")
+        L(f"{indent}else:")
+        L(f"{indent}    end = pos + n")
+        L(f"{indent}    if end > len(buf): raise DecodeError('field {what} runs past the end')")
+        conv = "str(buf[pos:end], 'utf-8')" if typ is STRING else "bytes(buf[pos:end])"
+        L(f"{indent}    {target} = {conv}; pos = end")
     elif typ is STRING or typ is BYTES:
         g.lines.extend(_read_len("n", indent))
         L(f"{indent}if n == 0:")
@@ -427,8 +462,12 @@ def _decode_value(g: _Gen, typ: Any, target: str, indent: str, nullable: bool, w
         conv = "str(buf[pos:end], 'utf-8')" if typ is STRING else "bytes(buf[pos:end])"
         L(f"{indent}    {target} = {conv}; pos = end")
     elif isinstance(typ, Array):
-        g.lines.extend(_read_len("n", indent))
-        L(f"{indent}if n == 0:")
+        if flex:
+            g.lines.extend(_read_len("n", indent))
+            L(f"{indent}if n == 0:")
+        else:
+            _read_classic_len(g, typ, indent)
+            L(f"{indent}if n < 0:")
         if nullable:
             L(f"{indent}    {target} = None")
         else:
@@ -436,6 +475,11 @@ def _decode_value(g: _Gen, typ: Any, target: str, indent: str, nullable: bool, w
         L(f"{indent}else:")
         el = typ.element
         inner = indent + "    "
+        if not flex:
+            # A hostile count must not allocate (or loop) before the bytes run out: every element takes a byte at
+            # least (Kafka's "Tried to allocate a collection of size N" check). Flexible counts are length + 1.
+            L(f"{inner}if n > len(buf) - pos: raise DecodeError('field {what} claims %d elements' % n)")
+            L(f"{inner}n += 1")
         if isinstance(el, Primitive) and el.fmt:
             unpackers = g.const(_array_codecs(el.fmt)[1], "upk")
             L(f"{inner}n -= 1")
@@ -449,7 +493,7 @@ def _decode_value(g: _Gen, typ: Any, target: str, indent: str, nullable: bool, w
                 d = g.const(el.decoder(version), "d")
                 L(f"{inner}    item, pos = {d}(buf, pos)")
             else:
-                _decode_value(g, el, "item", inner + "    ", False, what + "[]", version)
+                _decode_value(g, el, "item", inner + "    ", False, what + "[]", version, flex)
             L(f"{inner}    items.append(item)")
             L(f"{inner}{target} = items")
     elif isinstance(typ, Struct):
@@ -477,12 +521,17 @@ def _compile_decoder(spec: Struct, version: int) -> Callable[[bytes, int], tuple
     L = g.lines.append
     L("def decode(buf, pos):")
     L(f"    o = {cls}.__new__({cls})")
+    flex = spec.is_flexible(version)
     for f in spec.fields:
         what = f"{spec.name}.{f.name}"
         if f.present(version) and f.tag is None:
-            _decode_value(g, f.type, f"o.{f.attr}", "    ", f.nullable(version), what, version)
+            _decode_value(g, f.type, f"o.{f.attr}", "    ", f.nullable(version), what, version, flex)
         else:
             L(f"    o.{f.attr} = {_default_expr(g, f)}")
+    if not flex:  # no tagged fields in a non-flexible version
+        L("    o.unknown_tags = None")
+        L("    return o, pos")
+        return g.compile("decode")
     tagged = [f for f in spec.fields if f.tag is not None and f.present(version)]
     L("    unknown = None")
     g.lines.extend(_read_len("count", "    "))
@@ -505,7 +554,9 @@ def _compile_decoder(spec: Struct, version: int) -> Callable[[bytes, int], tuple
     return g.compile("decode")
 
 
-def _encode_value(g: _Gen, typ: Any, value: str, indent: str, nullable: bool, what: str, version: int) -> None:
+def _encode_value(
+    g: _Gen, typ: Any, value: str, indent: str, nullable: bool, what: str, version: int, flex: bool = True
+) -> None:
     """Emit code appending ``value`` (an expression already bound to a local) to ``out``."""
     L = g.lines.append
     if isinstance(typ, Primitive) and typ.fmt:
@@ -517,11 +568,12 @@ def _encode_value(g: _Gen, typ: Any, value: str, indent: str, nullable: bool, wh
         L(f"{indent}    raise EncodeError('field {what} must be a 16-byte UUID')")
         L(f"{indent}out += {value}")
         return
+    # Non-flexible lengths: int16 for strings, int32 for bytes and arrays, -1 for null.
+    wide = g.const(_FIXED["h" if typ is STRING else "i"], "s") if not flex else ""
+    null = "out.append(0)" if flex else f"out += {wide}.pack(-1)"
     null_check = [
         f"{indent}if {value} is None:",
-        f"{indent}    out.append(0)"
-        if nullable
-        else f"{indent}    raise EncodeError('field {what} is not nullable here')",
+        f"{indent}    {null}" if nullable else f"{indent}    raise EncodeError('field {what} is not nullable here')",
         f"{indent}else:",
     ]
     inner = indent + "    "
@@ -532,12 +584,18 @@ def _encode_value(g: _Gen, typ: Any, value: str, indent: str, nullable: bool, wh
             L(f"{inner}if len(data) > 0x7FFF: raise EncodeError('field {what} is longer than 32767 bytes')")
         else:
             L(f"{inner}data = bytes({value})")
-        L(f"{inner}out += _uv(len(data) + 1); out += data")
+        if flex:
+            L(f"{inner}out += _uv(len(data) + 1); out += data")
+        else:
+            L(f"{inner}out += {wide}.pack(len(data)); out += data")
     elif isinstance(typ, Array):
         g.lines.extend(null_check)
         L(f"{inner}n = len({value})")
-        L(f"{inner}if n < 0x7F: out.append(n + 1)")
-        L(f"{inner}else: out += _uv(n + 1)")
+        if flex:
+            L(f"{inner}if n < 0x7F: out.append(n + 1)")
+            L(f"{inner}else: out += _uv(n + 1)")
+        else:
+            L(f"{inner}out += {wide}.pack(n)")
         el = typ.element
         if isinstance(el, Primitive) and el.fmt:
             packers = g.const(_array_codecs(el.fmt)[0], "pk")
@@ -550,7 +608,7 @@ def _encode_value(g: _Gen, typ: Any, value: str, indent: str, nullable: bool, wh
                 e = g.const(el.encoder(version), "e")
                 L(f"{inner}    {e}(item, out)")
             else:
-                _encode_value(g, el, "item", inner + "    ", False, what + "[]", version)
+                _encode_value(g, el, "item", inner + "    ", False, what + "[]", version, flex)
     elif isinstance(typ, Struct):
         e = g.const(typ.encoder(version), "e")
         if nullable:
@@ -566,16 +624,20 @@ def _compile_encoder(spec: Struct, version: int) -> Callable[[Any, bytearray], N
     g = _Gen()
     L = g.lines.append
     L("def encode(o, out):")
+    flex = spec.is_flexible(version)
     for f in spec.fields:
         what = f"{spec.name}.{f.name}"
-        if not f.present(version):
+        if not f.present(version) or (f.tag is not None and not flex):
             if not f.ignorable:
                 d = g.const(f.default_value(), "dflt")
                 L(f"    if o.{f.attr} != {d}:")
                 L(f"        raise EncodeError('{what} cannot be written at version {version} (it has a value)')")
         elif f.tag is None:
             L(f"    v = o.{f.attr}")
-            _encode_value(g, f.type, "v", "    ", f.nullable(version), what, version)
+            _encode_value(g, f.type, "v", "    ", f.nullable(version), what, version, flex)
+    if not flex:
+        L("    pass")
+        return g.compile("encode")
     tagged = sorted((f for f in spec.fields if f.tag is not None and f.present(version)), key=lambda f: f.tag)
     L("    tagged = []")
     for f in tagged:
