@@ -1,5 +1,5 @@
 """One module per Kafka API; importing this package registers them all (:mod:`pykraft.kafka.registry`)."""
 
-from pykraft.kafka.apis import api_versions, metadata
+from pykraft.kafka.apis import api_versions, create_topics, delete_topics, describe_acls, describe_cluster, metadata
 
-__all__ = ["api_versions", "metadata"]
+__all__ = ["api_versions", "create_topics", "delete_topics", "describe_acls", "describe_cluster", "metadata"]

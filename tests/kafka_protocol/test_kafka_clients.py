@@ -1,0 +1,258 @@
+"""The Kafka listener driven by clients nobody here wrote — kafka-python's KafkaAdminClient and confluent-kafka's
+AdminClient (librdkafka) — against one in-process node: what they create, list, describe and delete is what the gRPC
+AdminClient sees, and our CreateTopics conformance table's codes come out the same through both."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient as CkAdmin
+from confluent_kafka.admin import NewTopic as CkNewTopic
+from kafka.admin import KafkaAdminClient
+from kafka.admin import NewTopic as KpNewTopic
+from kafka_helpers import KafkaNode, kafka_node, raw_connection, raw_request, raw_response
+
+from controller.quorum_controller import ControllerSettings
+from pykraft.api import controller_pb2 as pb
+from pykraft.client import NewTopic
+from pykraft.kafka.apis.api_versions import ApiVersionsRequest
+from pykraft.kafka.apis.delete_topics import DeleteTopicsRequest
+from pykraft.kafka.apis.metadata import MetadataRequest
+from quorum.errors import Errors
+from quorum.log.message import Uuid
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "controller"))
+from test_create_topics import DEFAULT_BROKERS, DEFAULT_RF, EXISTING, NUM_PARTITIONS, TABLE
+
+# kafka-python 3 loads its schemas with importlib.resources' deprecated calls
+pytestmark = pytest.mark.filterwarnings("ignore:.*is deprecated. Use files:DeprecationWarning")
+
+# The conformance table's cluster: brokers 1-3 unfenced on racks a-c, broker 4 registered and fenced.
+BROKERS = [(b, rack, fenced) for b, rack, fenced in DEFAULT_BROKERS]
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaNode]:
+    settings = ControllerSettings(
+        max_idle_interval_ms=0, num_partitions=NUM_PARTITIONS, default_replication_factor=DEFAULT_RF
+    )
+    with kafka_node(tmp_path_factory.mktemp("kafka-clients"), settings, BROKERS) as node:
+        existing = [NewTopic(t.name, t.num_partitions, t.replication_factor) for t in EXISTING]
+        assert all(r.error_code == 0 for r in node.run(node.admin.create_topics(existing)).values())
+        yield node
+
+
+@pytest.fixture(scope="module")
+def kp(live: KafkaNode) -> Iterator[KafkaAdminClient]:
+    client = KafkaAdminClient(bootstrap_servers=live.bootstrap, request_timeout_ms=10_000, client_id="kp-test")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def ck(live: KafkaNode) -> CkAdmin:
+    return CkAdmin({"bootstrap.servers": live.bootstrap, "client.id": "ck-test", "log_level": 3})
+
+
+def grpc_topics(live: KafkaNode, names: list[str] | None = None) -> dict[str, object]:
+    return {d.name: d for d in live.run(live.admin.describe_topics(names))}
+
+
+def test_create_list_describe_delete_through_both_clients(live: KafkaNode, kp: KafkaAdminClient, ck: CkAdmin) -> None:
+    answer = kp.create_topics([KpNewTopic("kp-orders", 4, 2, topic_configs={"retention.ms": "3600000"})])
+    [created] = answer["topics"]
+    assert (created["error_code"], created["num_partitions"], created["replication_factor"]) == (0, 4, 2)
+    assert created["configs"]["retention.ms"]["value"] == "3600000"
+    futures = ck.create_topics([CkNewTopic("ck-pay", 2, 3, config={"cleanup.policy": "compact"})], request_timeout=10)
+    assert futures["ck-pay"].result(10) is None
+    seen = grpc_topics(live, ["kp-orders", "ck-pay"])
+    assert (
+        seen["kp-orders"].configs["retention.ms"] == "3600000" and seen["ck-pay"].configs["cleanup.policy"] == "compact"
+    )
+
+    # listed by both, as gRPC lists them
+    everything = set(grpc_topics(live))
+    assert set(kp.list_topics()) == everything
+    assert set(ck.list_topics(timeout=10).topics) == everything
+
+    # described by both: ids, leaders, replicas, ISR, epochs as gRPC has them
+    for name in ("kp-orders", "ck-pay"):
+        grpc = seen[name]
+        want = [(p.partition, p.leader, p.leader_epoch, p.replicas, p.isr) for p in grpc.partitions]
+        [kd] = kp.describe_topics([name])
+        assert kd["error_code"] == 0
+        assert [
+            (p["partition_index"], p["leader_id"], p["leader_epoch"], p["replica_nodes"], p["isr_nodes"])
+            for p in sorted(kd["partitions"], key=lambda p: p["partition_index"])
+        ] == want
+        cd = ck.describe_topics(TopicCollection([name]))[name].result(10)
+        uuid = cd.topic_id
+        raw = uuid.get_most_significant_bits().to_bytes(8, "big", signed=True)
+        assert str(Uuid(raw + uuid.get_least_significant_bits().to_bytes(8, "big", signed=True))) == grpc.topic_id
+        assert kd["topic_id"].replace("-", "") == Uuid(grpc.topic_id).hex()
+        assert [
+            (p.id, p.leader.id if p.leader else -1, [r.id for r in p.replicas], [r.id for r in p.isr])
+            for p in cd.partitions
+        ] == [(i, leader, replicas, isr) for i, leader, _epoch, replicas, isr in want]
+
+    # missing topics: UNKNOWN_TOPIC_OR_PARTITION, and nothing is auto-created
+    with raw_connection(live.bootstrap) as sock:
+        request = MetadataRequest.cls(topics=[MetadataRequest.fields[0].type.element.cls(name="nope")])
+        raw_request(sock, 3, 12, MetadataRequest.encode(request, 12))
+        _, answer = raw_response(sock, 3, 12)
+    assert [(t.name, t.error_code) for t in answer.topics] == [("nope", Errors.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert "nope" not in grpc_topics(live)
+
+    # deleted by each
+    assert [t["error_code"] for t in kp.delete_topics(["kp-orders"])["topics"]] == [0]
+    assert ck.delete_topics(["ck-pay"], request_timeout=10)["ck-pay"].result(10) is None
+    assert not {"kp-orders", "ck-pay"} & set(grpc_topics(live))
+    # and a second delete is UNKNOWN_TOPIC_OR_PARTITION through both
+    assert [t["error_code"] for t in kp.delete_topics(["kp-orders"], raise_errors=False)["topics"]] == [3]
+    with pytest.raises(KafkaException) as e:
+        ck.delete_topics(["ck-pay"], request_timeout=10)["ck-pay"].result(10)
+    assert e.value.args[0].code() == Errors.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_delete_by_topic_id_at_v6(live: KafkaNode) -> None:
+    created = live.run(live.admin.create_topics([NewTopic("by-id", 1, 1)]))["by-id"]
+    assert created.error_code == 0
+    state = DeleteTopicsRequest.fields[0].type.element
+    request = DeleteTopicsRequest.cls(
+        topics=[state.cls(topic_id=Uuid(created.topic_id)), state.cls(topic_id=Uuid.random())], timeout_ms=10_000
+    )
+    with raw_connection(live.bootstrap) as sock:
+        raw_request(sock, 20, 6, DeleteTopicsRequest.encode(request, 6))
+        _, answer = raw_response(sock, 20, 6)
+    assert [(r.name, r.error_code) for r in answer.responses] == [("by-id", 0), (None, Errors.UNKNOWN_TOPIC_ID)]
+    assert "by-id" not in grpc_topics(live)
+
+
+def test_describe_cluster_through_both_clients(live: KafkaNode, kp: KafkaAdminClient, ck: CkAdmin) -> None:
+    grpc = live.run(live.admin.describe_cluster())
+    want = sorted((b.broker_id, b.rack) for b in grpc.brokers)
+    kd = kp.describe_cluster()
+    assert (kd["cluster_id"], kd["controller_id"]) == (grpc.cluster_id, grpc.controller_id)
+    assert sorted((b["broker_id"], b["rack"]) for b in kd["brokers"]) == want
+    # librdkafka builds describe_cluster from a Metadata answer, whose "brokers" are the controllers' Kafka
+    # listeners (the brokers' registered listeners do not speak Kafka's protocol): the controller it talks to
+    cd = ck.describe_cluster(request_timeout=10).result(10)
+    assert cd.cluster_id == grpc.cluster_id and cd.controller.id == grpc.controller_id == 1
+    assert [(n.id, n.host, n.port) for n in cd.nodes] == [(1, "127.0.0.1", live.listener.port)]
+    md = ck.list_topics(timeout=10)
+    assert md.controller_id == 1 and {b.id: (b.host, b.port) for b in md.brokers.values()} == {
+        1: ("127.0.0.1", live.listener.port)
+    }
+
+
+def _kp_topic(t: NewTopic) -> KpNewTopic:
+    return KpNewTopic(
+        t.name,
+        t.num_partitions,
+        t.replication_factor,
+        replica_assignments={i: list(b) for i, b in t.assignments} or None,
+        topic_configs=dict(t.configs) or None,
+    )
+
+
+def _ck_topic(t: NewTopic) -> CkNewTopic:
+    kwargs: dict[str, object] = {}
+    partitions = t.num_partitions
+    if t.assignments:  # librdkafka wants the count of the assignment's partitions (it sends -1)
+        kwargs["replica_assignment"] = [list(b) for _, b in t.assignments]
+        partitions = len(t.assignments)
+    if t.configs:
+        kwargs["config"] = dict(t.configs)
+    return CkNewTopic(t.name, partitions, t.replication_factor, **kwargs)
+
+
+def _kp_expressible(topics: list[NewTopic]) -> bool:
+    # kafka-python takes assignments as a dict: a partition named twice cannot be sent
+    return all(len({i for i, _ in t.assignments}) == len(t.assignments) for t in topics)
+
+
+def _ck_expressible(topics: list[NewTopic]) -> bool:
+    # librdkafka takes assignments as a list (partition i at index i), config values as strings, and refuses
+    # duplicate names, or a count beside an assignment, before sending
+    names = [t.name for t in topics]
+    return len(set(names)) == len(names) and all(
+        [i for i, _ in t.assignments] == list(range(len(t.assignments)))
+        and all(v is not None for _, v in t.configs)
+        and not (t.assignments and (t.num_partitions != -1 or t.replication_factor != -1))
+        for t in topics
+    )
+
+
+DEFAULT_ROWS = [p for p in TABLE if p.values[2] == "default"]
+
+
+@pytest.mark.parametrize(("topics", "expected", "cluster"), DEFAULT_ROWS)
+def test_create_topics_conformance_through_both_clients(
+    live: KafkaNode, kp: KafkaAdminClient, ck: CkAdmin, topics: list[NewTopic], expected: list, cluster: str
+) -> None:
+    """Validate-only (nothing changes, so rows are independent): the codes and messages gRPC gives, and the table
+    expects, come out of both clients."""
+    request = pb.CreateTopicsRequest(validate_only=True, timeout_ms=10_000)
+    for t in topics:
+        topic = request.topics.add(
+            name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor
+        )
+        for i, brokers in t.assignments:
+            topic.assignments.add(partition_index=i, broker_ids=brokers)
+        for name, value in t.configs:
+            config = topic.configs.add(name=name)
+            if value is not None:
+                config.value = value
+    grpc = live.run(live.admin._call("CreateTopics", request)).topics
+    want = {e.name: int(e.code) for e in expected}
+    assert {r.name: r.error_code for r in grpc} == want
+    messages = {r.name: r.error_message for r in grpc}
+    if _kp_expressible(topics):
+        answer = kp.create_topics([_kp_topic(t) for t in topics], validate_only=True, raise_errors=False)
+        got = {t["name"]: t["error_code"] for t in answer["topics"]}
+        assert got == want
+        for t in answer["topics"]:
+            assert (t["error_message"] or None) == (messages[t["name"]] or None)
+    if _ck_expressible(topics):
+        try:
+            futures = ck.create_topics([_ck_topic(t) for t in topics], validate_only=True, request_timeout=10)
+        except ValueError as e:  # librdkafka checks counts (1..100000 or -1) and assignments before sending
+            assert "out of expected range" in str(e) or "replica_assignment must be" in str(e)
+            return
+        for name, future in futures.items():
+            try:
+                future.result(10)
+                code, message = 0, None
+            except KafkaException as e:
+                code, message = e.args[0].code(), e.args[0].str()
+            assert code == want[name], (name, message)
+            if code:
+                assert message == messages[name]
+
+
+def test_api_versions_unsupported_version_answered_at_v0_and_connection_kept(live: KafkaNode) -> None:
+    with raw_connection(live.bootstrap) as sock:
+        raw_request(sock, 18, 99, b"\x00garbage", correlation_id=7)
+        correlation_id, answer = raw_response(sock, 18, 0)
+        assert correlation_id == 7 and answer.error_code == Errors.UNSUPPORTED_VERSION
+        ranges = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
+        assert ranges[18] == (0, 3) and ranges[3] == (0, 12) and ranges[19] == (0, 7) and ranges[20] == (0, 6)
+        # the same connection answers the next request, in order with a pipelined third
+        raw_request(sock, 18, 3, ApiVersionsRequest.encode(ApiVersionsRequest.cls(), 3), correlation_id=8)
+        raw_request(sock, 3, 1, MetadataRequest.encode(MetadataRequest.cls(topics=None), 1), correlation_id=9)
+        assert raw_response(sock, 18, 3)[0] == 8
+        correlation_id, metadata = raw_response(sock, 3, 1)
+        assert correlation_id == 9 and metadata.controller_id == 1
+
+
+def test_client_versions_and_metrics(live: KafkaNode, kp: KafkaAdminClient, ck: CkAdmin) -> None:
+    """What the clients asked at which version (the listener's per-API counts, the metric's source)."""
+    kp.list_topics()
+    ck.list_topics(timeout=10)
+    asked = live.listener.stats.requests
+    assert asked[("Metadata", 12)] >= 2 and asked[("ApiVersions", 3)] >= 2
+    assert live.listener.stats.latency["Metadata"].count >= 2
