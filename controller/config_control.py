@@ -48,7 +48,7 @@ from controller.requests import (
 )
 from controller.results import MAX_RECORDS_PER_USER_OP, NO_ERROR, ApiError, ControllerResult
 from controller.timeline import Timeline, TimelineDict
-from controller.topic_names import validate_topic_name
+from controller.topic_names import shown, validate_topic_name
 from quorum.errors import Errors, KafkaError
 from quorum.log.message import ApiMessage
 
@@ -225,7 +225,7 @@ class ConfigControl:
         validate_topic_name(name)
         check_remote_storage(parse_topic_configs(merged))  # Kafka does not compare min.insync.replicas to the RF
         if not self.topic_exists(name):
-            raise KafkaError(f"The topic '{name}' does not exist.", Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            raise KafkaError(f"The topic '{shown(name)}' does not exist.", Errors.UNKNOWN_TOPIC_OR_PARTITION)
 
     def _validate_broker(self, name: str, updates: dict[str, str]) -> None:
         broker_id = None
@@ -270,7 +270,7 @@ class ConfigControl:
         if cached is not _INVALID:
             return cached
         if name not in TOPIC_CONFIGS:
-            raise KeyError(f"Unknown topic config name: {name}")
+            raise KeyError(f"Unknown topic config name: {shown(name)}")
         topic = dict(self.configs.get((TOPIC_RESOURCE, topic_name), ()))
         value, _ = _resolve_topic(name, topic, self._levels(self.configs, self.node_id))
         self._cache[("topic", name, topic_name)] = value
@@ -286,7 +286,7 @@ class ConfigControl:
             return cached
         definition = BROKER_CONFIGS.get(name)
         if definition is None:
-            raise KeyError(f"Unknown broker config name: {name}")
+            raise KeyError(f"Unknown broker config name: {shown(name)}")
         value, _ = _resolve_broker(definition, self._levels(self.configs, broker))
         self._cache[("broker", name, broker)] = value
         return value
@@ -322,7 +322,7 @@ class ConfigControl:
         if resource.resource_type == TOPIC_RESOURCE:
             validate_topic_name(name)
             if not self.topic_exists(name):
-                raise KafkaError(f"The topic '{name}' does not exist.", Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                raise KafkaError(f"The topic '{shown(name)}' does not exist.", Errors.UNKNOWN_TOPIC_OR_PARTITION)
             topic = dict(view.get((TOPIC_RESOURCE, name), ()))
             levels = self._levels(view, self.node_id)
             entries = [_topic_entry(n, topic, levels) for n in sorted(TOPIC_CONFIGS)]
@@ -334,7 +334,7 @@ class ConfigControl:
             else:
                 broker_id = _broker_id(name)
                 if broker_id is None:
-                    raise KafkaError(f"Broker id must be an integer, but it is: {name}", Errors.INVALID_REQUEST)
+                    raise KafkaError(f"Broker id must be an integer, but it is: {shown(name)}", Errors.INVALID_REQUEST)
                 if broker_id != self.node_id and not self.broker_registered(broker_id):
                     raise KafkaError(f"No node with id {broker_id} found.", Errors.BROKER_ID_NOT_REGISTERED)
                 levels = self._levels(view, broker_id)

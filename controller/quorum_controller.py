@@ -91,6 +91,7 @@ from controller.requests import (
 from controller.results import NO_ERROR, ApiError, ControllerResult
 from controller.snapshot import Snapshotter, load_records
 from controller.timeline import Timeline, TimelineDict
+from controller.topic_names import shown
 from quorum.errors import Errors, KafkaError, NotLeaderError
 from quorum.fault import FaultHandler, LoggingFaultHandler, fault_message
 from quorum.histogram import Histogram
@@ -685,9 +686,8 @@ class QuorumController:
 
     def _describe_topic(self, name: str, topic: TopicInfo | None) -> TopicDescription:
         if topic is None:
-            return TopicDescription(
-                name, None, (), (), ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
-            )
+            unknown = ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{shown(name)}' does not exist.")
+            return TopicDescription(name, None, (), (), unknown)
         parts = self.replication.partitions.committed()
         count = self.replication.partition_count(topic.id, committed=True)
         partitions = tuple((i, parts[(topic.id, i)]) for i in range(count))

@@ -26,6 +26,7 @@ from controller.requests import (
 )
 from controller.results import MAX_RECORDS_PER_USER_OP, NO_ERROR, ApiError, ControllerResult
 from controller.timeline import Timeline, TimelineDict
+from controller.topic_names import shown
 from quorum.errors import Errors, KafkaError
 from quorum.log.message import ApiMessage, Uuid
 
@@ -102,11 +103,11 @@ class Reassignments:
         r = self.replication
         topic_id = r.topics_by_name.get(name)
         if topic_id is None:
-            raise KafkaError(f"Unable to find a topic named {name}.", Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            raise KafkaError(f"Unable to find a topic named {shown(name)}.", Errors.UNKNOWN_TOPIC_OR_PARTITION)
         p = r.partitions.get((topic_id, target.partition_index))
         if p is None:
             raise KafkaError(
-                f"Unable to find partition {name}:{target.partition_index}.", Errors.UNKNOWN_TOPIC_OR_PARTITION
+                f"Unable to find partition {shown(name)}:{target.partition_index}.", Errors.UNKNOWN_TOPIC_OR_PARTITION
             )
         if target.replicas is None:
             return self._cancel(name, topic_id, target.partition_index, p)

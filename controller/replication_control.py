@@ -29,7 +29,7 @@ from controller.records import ConfigRecord, PartitionChangeRecord, PartitionRec
 from controller.requests import CreatePartitionsResult, DeleteTopicResult, DeleteTopicState, NewPartitions
 from controller.results import MAX_RECORDS_PER_USER_OP, NO_ERROR, ApiError, ControllerResult
 from controller.timeline import Timeline, TimelineDict
-from controller.topic_names import validate_topic_name
+from controller.topic_names import shown, validate_topic_name
 from quorum.errors import Errors, KafkaError
 from quorum.log.message import METADATA_TOPIC_ID, ZERO_UUID, ApiMessage, Uuid
 
@@ -346,7 +346,7 @@ class ReplicationControl:
             elif name is not None and topic_id is not None:
                 error = ApiError(Errors.INVALID_REQUEST, "You may not specify both topic name and topic id.")
             elif name in twice_names:
-                error = ApiError(Errors.INVALID_REQUEST, f"Duplicate topic name: {name}")
+                error = ApiError(Errors.INVALID_REQUEST, f"Duplicate topic name: {shown(name)}")
             elif topic_id in twice_ids:
                 error = ApiError(Errors.INVALID_REQUEST, f"Duplicate topic id: {topic_id}")
             elif topic_id is not None:
@@ -359,7 +359,7 @@ class ReplicationControl:
             else:
                 topic_id = self.topics_by_name.get(name)
                 if topic_id is None:
-                    error = ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+                    error = ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{shown(name)}' does not exist.")
             if not error.failed and topic_id in chosen:
                 error = ApiError(
                     Errors.INVALID_REQUEST,
@@ -409,7 +409,7 @@ class ReplicationControl:
     def _create_partitions(self, t: NewPartitions, records: list[ApiMessage], brokers: _BrokerView) -> None:
         topic_id = self.topics_by_name.get(t.name)
         if topic_id is None:
-            raise KafkaError(f"Topic '{t.name}' does not exist.", Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            raise KafkaError(f"Topic '{shown(t.name)}' does not exist.", Errors.UNKNOWN_TOPIC_OR_PARTITION)
         current = self.partition_count(topic_id)
         if t.count == current:
             raise KafkaError(f"Topic already has {current} partition(s).", Errors.INVALID_PARTITIONS)

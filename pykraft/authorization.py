@@ -30,6 +30,7 @@ import grpc
 import structlog
 
 from controller.authorizer import CLUSTER_NAME, AclOperation, AuthorizationResult, ResourceType, StandardAuthorizer
+from controller.topic_names import shown
 from pykraft.security.principal import NoMatchingRule, SslPrincipalMapper, principal_of
 from quorum.errors import Errors, KafkaError
 from quorum.log.message import Uuid
@@ -83,7 +84,7 @@ def denied_message(principal: str, host: str, operation: int, resource_type: int
     what = "Cluster" if resource_type == Res.CLUSTER else Res(resource_type).name.title().replace("_", "")
     return (
         f"{what} authorization failed: principal {principal} from host {host} may not "
-        f"{Op(operation).name} {Res(resource_type).name} {name}"
+        f"{Op(operation).name} {Res(resource_type).name} {shown(name)}"
     )
 
 
@@ -113,7 +114,7 @@ class Caller:
                 host=self.host,
                 operation=Op(operation).name,
                 resource_type=Res(resource_type).name,
-                resource_name=name,
+                resource_name=shown(name),
             )
         return False
 

@@ -17,6 +17,7 @@ import grpc
 
 from controller.authorizer import AclOperation as Op
 from controller.requests import ReassignablePartition, ReassignableTopic
+from controller.topic_names import shown
 from pykraft.api import controller_pb2 as pb
 from pykraft.lifecycle_service import LifecycleServicer, RequestError, partition_results
 from pykraft.servicer_part import ServicerPart
@@ -121,7 +122,7 @@ def _reassignable_topics(request: pb.AlterPartitionReassignmentsRequest) -> list
             first = seen.setdefault((t.name, index), where)
             if first != where:
                 raise RequestError(
-                    f"{where}: partition {t.name}-{index} is already named by {first}", Errors.INVALID_REQUEST
+                    f"{where}: partition {shown(t.name)}-{index} is already named by {first}", Errors.INVALID_REQUEST
                 )
             replicas = tuple(p.replicas.broker_ids) if p.HasField("replicas") else None
             partitions.append(ReassignablePartition(index, replicas))

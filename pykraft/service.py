@@ -28,6 +28,7 @@ from controller.cluster_control import Endpoint, HeartbeatRequest, RegisterBroke
 from controller.quorum_controller import NotControllerError, QuorumController, TopicDescription
 from controller.replication_control import METADATA_TOPIC, NewTopic
 from controller.results import ApiError
+from controller.topic_names import shown
 from pykraft.acl_service import AclServicer
 from pykraft.api import controller_pb2 as pb
 from pykraft.api import controller_pb2_grpc as pb_grpc
@@ -60,6 +61,17 @@ CHATTER_APIS = frozenset(
         "DescribeClientQuotas",
     }
 )
+
+
+def bounded(value: Any) -> Any:
+    """A log field with every string in it (lists, dicts and their keys too) as :func:`shown` echoes names."""
+    if isinstance(value, str):
+        return shown(value)
+    if isinstance(value, dict):
+        return {bounded(k): bounded(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [bounded(v) for v in value]
+    return value
 
 
 class ControllerService(
@@ -141,6 +153,7 @@ class ControllerService(
         caller = _CALLER.get()
         if caller is not None:  # authorization on: who asked, for the audit trail
             fields["principal"], fields["host"] = caller.principal, caller.host
+        fields = {k: bounded(v) for k, v in fields.items()}  # names a client sent may be megabytes long
         ok_is_chatter = name in CHATTER_APIS if chatter is None else chatter()
         quiet = error_code == Errors.NOT_CONTROLLER or (error_code == Errors.NONE and ok_is_chatter)
         (log.debug if quiet else log.info)(
