@@ -250,6 +250,10 @@ def up(args: argparse.Namespace) -> int:
             f"{','.join(map(str, ports))} instead"
         )
     metrics = plan.choose(n, _previous(previous, "controllers", "metrics_port"))
+    # Kafka's protocol on each controller, for Kafka's own admin clients; plaintext only for now, so a --tls
+    # cluster keeps every listener on TLS and goes without it.
+    kafka_ports = [] if args.tls else plan.choose(n, _previous(previous, "controllers", "kafka_port"))
+    kafka_listeners = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(kafka_ports))
     broker_ports = plan.choose(args.brokers, _previous(previous, "brokers", "port"))
     broker_metrics = plan.choose(args.brokers, _previous(previous, "brokers", "metrics_port"))
     voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))
@@ -295,6 +299,13 @@ def up(args: argparse.Namespace) -> int:
             "num.partitions=3",
             *tls_options(f"controller-{i + 1}"),
         ]
+        if kafka_ports:
+            args_ += [
+                "--kafka-listener",
+                f"127.0.0.1:{kafka_ports[i]}",
+                "--kafka-controller-listeners",
+                kafka_listeners,
+            ]
         log_path, out_path = logs / f"controller-{i + 1}.log", logs / f"controller-{i + 1}.out"
         pid = _spawn([*args_, "--log-file", str(log_path)], out_path)
         controllers.append(
@@ -302,6 +313,7 @@ def up(args: argparse.Namespace) -> int:
                 "id": i + 1,
                 "port": port,
                 "metrics_port": mport,
+                "kafka_port": kafka_ports[i] if kafka_ports else None,
                 "pid": pid,
                 "data_dir": str(node_dir),
                 "log": str(log_path),
@@ -400,6 +412,11 @@ def up(args: argparse.Namespace) -> int:
         f"{min(args.racks, max(args.brokers, 1))} racks; data in {data_dir}, logs in {logs}"
     )
     print(f"Bootstrap servers: {bootstrap}")
+    if kafka_ports:
+        print(
+            "Kafka protocol (bootstrap.servers of Kafka admin clients): "
+            + ",".join(f"127.0.0.1:{p}" for p in kafka_ports)
+        )
     if admin_properties is not None:
         print(
             f"TLS: mutual TLS everywhere (CA and certificates in {data_dir / TLS_DIR}); admin tools need "

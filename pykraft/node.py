@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 import structlog
@@ -46,6 +47,9 @@ from quorum.raft.config import RaftConfig, VoterAddress, parse_voters
 from quorum.raft.runtime import RaftNode
 from quorum.transport.admin import RAW_APPEND_SETTING, QuorumAdminService
 from quorum.transport.server import new_server
+
+if TYPE_CHECKING:
+    from pykraft.kafka.listener import KafkaListener
 
 log = structlog.get_logger("pykraft.node")
 
@@ -72,6 +76,11 @@ class NodeSettings:
     advertised: dict[int, VoterAddress] | None = None
     external_port: int | None = None
     tls: TlsSettings | None = None  # security.protocol=SSL: mutual TLS on every listener and peer stream
+    # kafka.listener: Kafka's binary protocol on this HOST:PORT (plaintext; pykraft.kafka), and
+    # kafka.controller.listeners: every controller's, so clients are sent to the active one (KIP-919)
+    kafka_listener: tuple[str, int] | None = None
+    kafka_listeners: dict[int, tuple[str, int]] = field(default_factory=dict)
+    kafka_max_request_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
 
     @property
     def address(self) -> VoterAddress:
@@ -192,6 +201,17 @@ def add_node_arguments(p: argparse.ArgumentParser) -> None:
         "with --advertised-endpoints; the voter port keeps naming the voter addresses",
     )
     p.add_argument(
+        "--kafka-listener",
+        metavar="HOST:PORT",
+        help="answer Kafka's binary protocol (admin APIs) here, plaintext (kafka.listener); port 0: any free one",
+    )
+    p.add_argument(
+        "--kafka-controller-listeners",
+        metavar="ID@HOST:PORT,...",
+        help="every controller's Kafka listener, the same list on every node (kafka.controller.listeners): "
+        "Metadata sends Kafka clients to the active controller's",
+    )
+    p.add_argument(
         "--override",
         action="append",
         default=[],
@@ -218,6 +238,10 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         props["controller.quorum.voters"] = args.controller_quorum_voters
     if args.data_dir:
         props["metadata.log.dir"] = args.data_dir
+    if getattr(args, "kafka_listener", None):
+        props["kafka.listener"] = args.kafka_listener
+    if getattr(args, "kafka_controller_listeners", None):
+        props["kafka.controller.listeners"] = args.kafka_controller_listeners
     for required in ("node.id", "controller.quorum.voters"):
         if required not in props:
             raise ConfigError(f"{required} is required (flag --{required.replace('.', '-')} or the --config file)")
@@ -239,6 +263,8 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         tls = TlsSettings.from_properties(props)
         if tls is not None:
             tls.load(server=True)  # a missing or mismatched file is a usage error now, not a fault at start
+        kafka_listener, kafka_listeners = kafka_listener_settings(props)
+        kafka_max_request_bytes = int_property(props, "socket.request.max.bytes", 100 * 1024 * 1024)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if node_id not in voters:
@@ -258,7 +284,33 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         advertised=advertised,
         external_port=getattr(args, "external_port", None),
         tls=tls,
+        kafka_listener=kafka_listener,
+        kafka_listeners=kafka_listeners,
+        kafka_max_request_bytes=kafka_max_request_bytes,
     )
+
+
+def kafka_listener_settings(props: dict[str, str]) -> tuple[tuple[str, int] | None, dict[int, tuple[str, int]]]:
+    """``kafka.listener`` (HOST:PORT, or Kafka's ``CONTROLLER://HOST:PORT`` form) and ``kafka.controller.listeners``
+    (ID@HOST:PORT,...). ValueError names the setting."""
+    own = None
+    spec = props.get("kafka.listener", "").strip()
+    if spec:
+        own = _host_port(spec.rpartition("://")[2], "kafka.listener")
+    others: dict[int, tuple[str, int]] = {}
+    for item in filter(None, (i.strip() for i in props.get("kafka.controller.listeners", "").split(","))):
+        node, at, where = item.partition("@")
+        if not at or not node.strip().isdigit():
+            raise ValueError(f"kafka.controller.listeners: {item!r} is not ID@HOST:PORT")
+        others[int(node)] = _host_port(where, "kafka.controller.listeners")
+    return own, others
+
+
+def _host_port(spec: str, setting: str) -> tuple[str, int]:
+    host, colon, port = spec.rpartition(":")
+    if not colon or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"{setting}: {spec!r} is not HOST:PORT")
+    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 def advertised_endpoints(args: argparse.Namespace, voters: dict[int, VoterAddress]) -> dict[int, VoterAddress] | None:
@@ -350,6 +402,15 @@ async def serve(
     await server.start()
     if external is not None:
         await external.start()
+    kafka = None
+    if settings.kafka_listener is not None and controller is not None:
+        try:
+            kafka = await start_kafka_listener(settings, controller)
+        except ConfigError:
+            await server.stop(0)
+            metadata_log.close()
+            lock.release()
+            raise
     # Only a node that is up reports its GC pauses: a refused start must print its one-line error and nothing more.
     gc_pauses.install()
     if controller is not None:
@@ -358,11 +419,16 @@ async def serve(
     if settings.metrics_port is not None:
         from pykraft.metrics import serve_metrics
 
-        serve_metrics(node, controller, host, settings.metrics_port, faults)
+        registry = serve_metrics(node, controller, host, settings.metrics_port, faults)
+        if kafka is not None:
+            from pykraft.kafka.metrics import KafkaListenerCollector
+
+            registry.register(KafkaListenerCollector(kafka))
     log.info(
         "node_started",
         listen=bind,
         external_port=settings.external_port,
+        kafka_listener=None if kafka is None else f"{settings.kafka_listener[0]}:{kafka.port}",  # type: ignore[index]
         tls=reloading is not None,
         cluster_id=settings.cluster_id,
         data_dir=str(settings.data_dir),
@@ -393,6 +459,8 @@ async def serve(
     if task is not None:
         task.cancel()
     log.info("node_stopping", role=node.core.role.name if node.core else "?")
+    if kafka is not None:  # first: no request reaches a closing controller
+        await kafka.stop()
     if controller is not None:
         await controller.close()
     await node.shutdown(graceful=True)
@@ -402,6 +470,29 @@ async def serve(
     lock.release()
     log.info("node_stopped")
     return 1 if failed else 0
+
+
+async def start_kafka_listener(settings: NodeSettings, controller: QuorumController) -> KafkaListener:
+    """The Kafka protocol listener, answering through the same Controller service (plaintext: callers are
+    ``User:ANONYMOUS``; TLS on this listener is not done yet)."""
+    from pykraft.kafka.listener import KafkaListener
+    from pykraft.kafka.registry import ListenerInfo
+
+    assert settings.kafka_listener is not None
+    host, port = settings.kafka_listener
+    mapper = settings.tls.mapper() if settings.tls is not None else None
+    named = settings.advertised or settings.voters
+    service = ControllerService(controller, settings.cluster_id, named, mapper=mapper)
+    info = ListenerInfo(settings.node_id, settings.cluster_id, dict(settings.kafka_listeners))
+    listener = KafkaListener(service, info, max_request_bytes=settings.kafka_max_request_bytes)
+    try:
+        await listener.start(host, port)
+    except OSError as e:
+        raise ConfigError(f"kafka.listener {host}:{port}: cannot listen ({e.strerror})") from None
+    # A wildcard bind is no address to give clients: they are told loopback then, unless the list names one
+    advertised = host if host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    info.listeners.setdefault(settings.node_id, (advertised, listener.port))
+    return listener
 
 
 def _release_failed(e: BaseException) -> None:  # not fatal: the node only keeps its free pages

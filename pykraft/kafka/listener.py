@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from pykraft.service import ControllerService
 
 log = structlog.get_logger("pykraft.kafka")
+UNSUPPORTED = -1  # the version counted for an ApiVersions request at a version we do not know
 
 
 @dataclass
@@ -144,7 +145,8 @@ class KafkaListener:
             raise FrameRefused("api_key", f"unknown api key {api_key} (version {version})")
         if not api.supports(version):
             if api_key == API_VERSIONS_KEY:  # KIP-511: answer at v0 with our ranges, whatever the body
-                self._count("ApiVersions", version, Errors.UNSUPPORTED_VERSION, 0.0)
+                # one series for every unknown version: a client's choice must not grow the metrics
+                self._count("ApiVersions", UNSUPPORTED, Errors.UNSUPPORTED_VERSION, 0.0)
                 body = ApiVersionsResponse.encode(supported_versions(Errors.UNSUPPORTED_VERSION), 0)
                 return response_frame(correlation_id, body, 0)
             raise FrameRefused("version", f"{api.name} v{version} is not served (v{api.min_version}-{api.max_version})")
