@@ -66,12 +66,18 @@ def kafka_node(
     tmp_path: Path,
     settings: ControllerSettings | None = None,
     brokers: Sequence[tuple[int, str, bool]] = BROKERS,
+    *,
+    standby: bool = False,
 ) -> Iterator[KafkaNode]:
     """Node 1, leading alone, with its Kafka listener and ``brokers`` registered (those not fenced kept unfenced
-    by heartbeats); stopped on the way out."""
+    by heartbeats); stopped on the way out. ``standby``: a second voter that never answers, so node 1 never leads
+    (and no broker registers)."""
     thread = LoopThread("kafka-node")
-    [port] = free_ports(1)
+    port, silent = free_ports(2)
     voters = {1: VoterAddress(1, "127.0.0.1", port)}
+    if standby:
+        voters[2] = VoterAddress(2, "127.0.0.1", silent)
+        brokers = ()
     faults = LoggingFaultHandler()
     state: dict[str, Any] = {}
 

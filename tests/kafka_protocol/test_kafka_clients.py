@@ -5,6 +5,7 @@ AdminClient sees, and our CreateTopics conformance table's codes come out the sa
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,8 +13,6 @@ import pytest
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient as CkAdmin
 from confluent_kafka.admin import NewTopic as CkNewTopic
-from kafka.admin import KafkaAdminClient
-from kafka.admin import NewTopic as KpNewTopic
 from kafka_helpers import KafkaNode, kafka_node, raw_connection, raw_request, raw_response
 
 from controller.quorum_controller import ControllerSettings
@@ -28,7 +27,10 @@ from quorum.log.message import Uuid
 sys.path.insert(0, str(Path(__file__).parents[1] / "controller"))
 from test_create_topics import DEFAULT_BROKERS, DEFAULT_RF, EXISTING, NUM_PARTITIONS, TABLE
 
-# kafka-python 3 loads its schemas with importlib.resources' deprecated calls
+with warnings.catch_warnings():  # kafka-python 3 loads its schemas with importlib.resources' deprecated calls
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
 pytestmark = pytest.mark.filterwarnings("ignore:.*is deprecated. Use files:DeprecationWarning")
 
 # The conformance table's cluster: brokers 1-3 unfenced on racks a-c, broker 4 registered and fenced.
