@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import contextlib
 import signal
+import ssl
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from pykraft.broker_metrics import DEFAULT_REPLICA_SERIES_MAX, REPLICAS_PATH, se
 from pykraft.cli_common import non_negative_int
 from pykraft.client import AdminClient, AdminError
 from pykraft.loop_thread import LoopThread
+from pykraft.metrics_http import METRICS_SETTINGS, ReloadingSslContext, metrics_tls_settings, metrics_url
 from pykraft.node import CONTROLLER_CONFIGS, controller_settings, int_property
 from pykraft.replica.data_plane import DataPlane, DescribeCheck
 from pykraft.replica.partition import ReplicaConfig
@@ -176,7 +178,7 @@ def broker_properties(args: argparse.Namespace) -> dict[str, str]:
         props[name.strip()] = value.strip()
     for name in props:
         known = name in RaftConfig.KAFKA_NAMES or name in LOG_CONFIGS or name in CONTROLLER_CONFIGS
-        if not known and name not in BROKER_CONFIGS and name not in TLS_SETTINGS:
+        if not known and name not in BROKER_CONFIGS and name not in TLS_SETTINGS and name not in METRICS_SETTINGS:
             raise ValueError(f"{name}: not a config the broker agent knows")
     return props
 
@@ -192,7 +194,7 @@ def tls_settings(args: argparse.Namespace) -> TlsSettings | None:
 def observer_settings(args: argparse.Namespace) -> ObserverSettings | None:
     """The observer's settings from the command line; None without ``--controller-quorum-voters`` (the agent then
     polls the controller). Raises ValueError for a usage error (one line)."""
-    props = {k: v for k, v in broker_properties(args).items() if k not in TLS_SETTINGS}
+    props = {k: v for k, v in broker_properties(args).items() if k not in TLS_SETTINGS and k not in METRICS_SETTINGS}
     if not args.controller_quorum_voters:
         if args.metadata_dir or props or args.cluster_id:
             raise ValueError("--metadata-dir, --cluster-id and --override need --controller-quorum-voters")
@@ -418,7 +420,12 @@ def replica_config(args: argparse.Namespace) -> ReplicaConfig:
     )
 
 
-async def _main(args: argparse.Namespace, settings: ObserverSettings | None, tls: TlsSettings | None = None) -> int:
+async def _main(
+    args: argparse.Namespace,
+    settings: ObserverSettings | None,
+    tls: TlsSettings | None = None,
+    metrics_tls: ReloadingSslContext | None = None,
+) -> int:
     structlog.contextvars.bind_contextvars(broker_id=args.broker_id)
     host, port = "127.0.0.1", 9000 + args.broker_id
     if args.listener:
@@ -481,7 +488,13 @@ async def _main(args: argparse.Namespace, settings: ObserverSettings | None, tls
         )
         reloading = agent.data_plane.server_credentials
         if reloading is not None:
-            loop.add_signal_handler(signal.SIGHUP, reloading.request_reload)
+
+            def reload_certificates() -> None:
+                reloading.request_reload()
+                if metrics_tls is not None:
+                    metrics_tls.request_reload()
+
+            loop.add_signal_handler(signal.SIGHUP, reload_certificates)
         try:
             if args.metrics_port:
                 try:
@@ -492,13 +505,17 @@ async def _main(args: argparse.Namespace, settings: ObserverSettings | None, tls
                         args.metrics_port,
                         observer=observer,
                         replica_series_max=args.metrics_replica_series_max,
+                        tls=metrics_tls,
                     )
                 except OSError as e:
                     where = f"{args.metrics_host}:{args.metrics_port}"
                     print(f"pykraft broker: cannot serve metrics on {where}: {e}", file=sys.stderr)
                     return 2
-                base = f"http://{args.metrics_host}:{args.metrics_port}"
-                log.info("broker_metrics_listening", url=f"{base}/metrics", replicas_url=f"{base}{REPLICAS_PATH}")
+                log.info(
+                    "broker_metrics_listening",
+                    url=metrics_url(args.metrics_host, args.metrics_port, metrics_tls),
+                    replicas_url=metrics_url(args.metrics_host, args.metrics_port, metrics_tls, REPLICAS_PATH),
+                )
             if observer is not None:
                 observer.start()  # catching up starts now, before registering
             loop.add_signal_handler(signal.SIGUSR1, lambda: agent.data_plane.set_paused(not agent.data_plane.paused))
@@ -527,7 +544,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = observer_settings(args)
         tls = tls_settings(args)
-        return asyncio.run(_main(args, settings, tls))
-    except ValueError as e:
+        metrics = metrics_tls_settings(broker_properties(args), tls)
+        metrics_tls = ReloadingSslContext(metrics) if metrics is not None and args.metrics_port else None
+        return asyncio.run(_main(args, settings, tls, metrics_tls))
+    except (ValueError, ssl.SSLError) as e:
         print(f"pykraft broker: {e}", file=sys.stderr)
         return 2

@@ -26,19 +26,17 @@ prometheus_client's own server answers every path.
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from pykraft.metrics import MetadataCollector, RaftCollector, register_process_collectors, single_samples
+from pykraft.metrics_http import ReloadingSslContext, WsgiApp, serve_wsgi
 from pykraft.replica.manager import ReplicaManager, under_replicated
 from pykraft.replica.partition import MESSAGE_BYTES, Partition
 from pykraft.replica.throttle import TokenBucket
@@ -233,9 +231,6 @@ def replicas_registry(manager: ReplicaManager) -> CollectorRegistry:
     return registry
 
 
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-
-
 def broker_metrics_app(main: CollectorRegistry, replicas: CollectorRegistry) -> WsgiApp:
     """One WSGI app for both registries, by path: ``/metrics/replicas`` (a trailing slash allowed) serves
     ``replicas``, any other path ``main`` (prometheus_client's server answers every path, and scrape configs may
@@ -250,30 +245,17 @@ def broker_metrics_app(main: CollectorRegistry, replicas: CollectorRegistry) -> 
     return app
 
 
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        """A scrape every few seconds is not worth a stderr line."""
-
-
 def serve_broker_metrics(
     manager: ReplicaManager,
     host: str,
     port: int,
     observer: MetadataObserver | None = None,
     replica_series_max: int = DEFAULT_REPLICA_SERIES_MAX,
+    tls: ReloadingSslContext | None = None,
 ) -> WSGIServer:
     """Serve the broker's metrics on ``host:port`` from a daemon thread, ``/metrics`` and ``/metrics/replicas``
-    (raises OSError when it cannot be bound). A thread per request, as prometheus_client's ``start_http_server``:
-    a slow ``/metrics/replicas`` scrape does not hold up ``/metrics``. Returns the server: ``shutdown()`` stops it,
-    ``server_close()`` frees the port."""
+    (raises OSError when it cannot be bound), over HTTPS with ``tls`` (:mod:`pykraft.metrics_http`). A thread per
+    request, as prometheus_client's ``start_http_server``: a slow ``/metrics/replicas`` scrape does not hold up
+    ``/metrics``. Returns the server: ``shutdown()`` stops it, ``server_close()`` frees the port."""
     app = broker_metrics_app(broker_registry(manager, observer, replica_series_max), replicas_registry(manager))
-    # The address family of what host resolves to (an IPv6 host needs AF_INET6), set on a class of this server's
-    # own because socketserver reads it from the class before binding.
-    family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-
-    class Server(ThreadingWSGIServer):
-        address_family = family
-
-    server = make_server(sockaddr[0], port, app, Server, handler_class=_QuietHandler)
-    threading.Thread(target=server.serve_forever, name="broker-metrics", daemon=True).start()
-    return server
+    return serve_wsgi(app, host, port, tls, "broker-metrics")

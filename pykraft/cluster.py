@@ -422,9 +422,10 @@ def up(args: argparse.Namespace) -> int:
             f"TLS: mutual TLS everywhere (CA and certificates in {data_dir / TLS_DIR}); admin tools need "
             f"--command-config {admin_properties}"
         )
-    print("Metrics: " + ", ".join(f"http://127.0.0.1:{m}/metrics" for m in metrics))
+    scheme = "https" if admin_properties is not None else "http"  # metrics.tls: on with each process's TLS
+    print("Metrics: " + ", ".join(f"{scheme}://127.0.0.1:{m}/metrics" for m in metrics))
     if broker_metrics:
-        print("Broker metrics: " + ", ".join(f"http://127.0.0.1:{m}/metrics" for m in broker_metrics))
+        print("Broker metrics: " + ", ".join(f"{scheme}://127.0.0.1:{m}/metrics" for m in broker_metrics))
     secure = f" --command-config {admin_properties}" if admin_properties is not None else ""
     print(
         f"Try:  pykraft topics --bootstrap-server {bootstrap}{secure} --create --topic orders --partitions 6 "

@@ -15,13 +15,14 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 
 import grpc
-from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from controller.quorum_controller import QuorumController
 from pykraft import gc_pauses
 from pykraft.gc_pauses import GcPauses
+from pykraft.metrics_http import ReloadingSslContext, serve_wsgi
 from quorum.fault import LoggingFaultHandler
 from quorum.histogram import Histogram
 from quorum.raft.roles import Leader
@@ -481,8 +482,14 @@ def node_registry(
 
 
 def serve_metrics(
-    node: RaftNode, controller: QuorumController | None, host: str, port: int, faults: LoggingFaultHandler
+    node: RaftNode,
+    controller: QuorumController | None,
+    host: str,
+    port: int,
+    faults: LoggingFaultHandler,
+    tls: ReloadingSslContext | None = None,
 ) -> CollectorRegistry:
+    """Serve the node's metrics on ``host:port`` (HTTPS with ``tls``: :mod:`pykraft.metrics_http`)."""
     registry = node_registry(node, controller, faults)
-    start_http_server(port, addr=host, registry=registry)
+    serve_wsgi(make_wsgi_app(registry), host, port, tls, "node-metrics")
     return registry

@@ -18,6 +18,7 @@ import base64
 import faulthandler
 import hashlib
 import signal
+import ssl
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from controller.quorum_controller import ControllerSettings, QuorumController
 from controller.records import deserialize
 from pykraft import gc_pauses
 from pykraft.authorization import authorizer_enabled, controller_authorization
+from pykraft.metrics_http import MetricsTls, ReloadingSslContext, metrics_tls_settings, metrics_url
 from pykraft.security.peer_identity import controller_name, peer_authenticator
 from pykraft.security.tls import ClientAuth, ReloadingServerCredentials, TlsSettings, channel_credentials
 from pykraft.service import ControllerService
@@ -76,6 +78,7 @@ class NodeSettings:
     advertised: dict[int, VoterAddress] | None = None
     external_port: int | None = None
     tls: TlsSettings | None = None  # security.protocol=SSL: mutual TLS on every listener and peer stream
+    metrics_tls: MetricsTls | None = None  # metrics.tls (on by default with SSL): /metrics over HTTPS
     # kafka.listener: Kafka's binary protocol on this HOST:PORT (plaintext; pykraft.kafka), and
     # kafka.controller.listeners: every controller's, so clients are sent to the active one (KIP-919)
     kafka_listener: tuple[str, int] | None = None
@@ -263,6 +266,7 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         tls = TlsSettings.from_properties(props)
         if tls is not None:
             tls.load(server=True)  # a missing or mismatched file is a usage error now, not a fault at start
+        metrics_tls = metrics_tls_settings(props, tls)
         kafka_listener, kafka_listeners = kafka_listener_settings(props)
         kafka_max_request_bytes = int_property(props, "socket.request.max.bytes", 100 * 1024 * 1024)
     except ValueError as e:
@@ -284,6 +288,7 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         advertised=advertised,
         external_port=getattr(args, "external_port", None),
         tls=tls,
+        metrics_tls=metrics_tls,
         kafka_listener=kafka_listener,
         kafka_listeners=kafka_listeners,
         kafka_max_request_bytes=kafka_max_request_bytes,
@@ -345,10 +350,13 @@ async def serve(
     records that no controller could replay."""
     structlog.contextvars.bind_contextvars(node_id=settings.node_id)
     reloading = None
+    metrics_reloading: ReloadingSslContext | None = None  # metrics.tls: the /metrics endpoint's certificate
     if settings.tls is not None:
         try:
             reloading = ReloadingServerCredentials(settings.tls)
-        except ValueError as e:  # the files changed since the settings were read
+            if settings.metrics_port is not None and settings.metrics_tls is not None:
+                metrics_reloading = ReloadingSslContext(settings.metrics_tls)
+        except (ValueError, ssl.SSLError) as e:  # the files changed since the settings were read
             raise ConfigError(str(e)) from None
     faults = ProcessTerminatingFaultHandler()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -419,7 +427,7 @@ async def serve(
     if settings.metrics_port is not None:
         from pykraft.metrics import serve_metrics
 
-        registry = serve_metrics(node, controller, host, settings.metrics_port, faults)
+        registry = serve_metrics(node, controller, host, settings.metrics_port, faults, metrics_reloading)
         if kafka is not None:
             from pykraft.kafka.metrics import KafkaListenerCollector
 
@@ -430,6 +438,7 @@ async def serve(
         external_port=settings.external_port,
         kafka_listener=None if kafka is None else f"{settings.kafka_listener[0]}:{kafka.port}",  # type: ignore[index]
         tls=reloading is not None,
+        metrics=None if settings.metrics_port is None else metrics_url(host, settings.metrics_port, metrics_reloading),
         cluster_id=settings.cluster_id,
         data_dir=str(settings.data_dir),
         voters=",".join(map(str, settings.voters.values())),
@@ -443,6 +452,8 @@ async def serve(
         def reload_certificates() -> None:
             log.info("tls_reload_requested", signal="SIGHUP")
             reloading.request_reload()
+            if metrics_reloading is not None:
+                metrics_reloading.request_reload()
 
         loop.add_signal_handler(signal.SIGHUP, reload_certificates)
     failed: list[BaseException] = []
