@@ -12,11 +12,16 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient as CkAdmin
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+from confluent_kafka.admin import ConfigResource as CkConfigResource
+from confluent_kafka.admin import NewPartitions as CkNewPartitions
 from confluent_kafka.admin import NewTopic as CkNewTopic
 from kafka_helpers import KafkaNode, kafka_node, raw_connection, raw_request, raw_response
 
 from controller.quorum_controller import ControllerSettings
+from controller.requests import ConfigResource, ConfigResourceType
 from pykraft.api import controller_pb2 as pb
+from pykraft.client import NewPartitions as PyNewPartitions
 from pykraft.client import NewTopic
 from pykraft.kafka.apis.api_versions import ApiVersionsRequest
 from pykraft.kafka.apis.delete_topics import DeleteTopicsRequest
@@ -29,7 +34,9 @@ from test_create_topics import DEFAULT_BROKERS, DEFAULT_RF, EXISTING, NUM_PARTIT
 
 with warnings.catch_warnings():  # kafka-python 3 loads its schemas with importlib.resources' deprecated calls
     warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.admin import ConfigResource as KpConfigResource
     from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewPartitions as KpNewPartitions
     from kafka.admin import NewTopic as KpNewTopic
 pytestmark = pytest.mark.filterwarnings("ignore:.*is deprecated. Use files:DeprecationWarning")
 
@@ -258,3 +265,61 @@ def test_client_versions_and_metrics(live: KafkaNode, kp: KafkaAdminClient, ck: 
     asked = live.listener.stats.requests
     assert asked[("Metadata", 12)] >= 2 and asked[("ApiVersions", 3)] >= 2
     assert live.listener.stats.latency["Metadata"].count >= 2
+
+
+def grpc_configs(live: KafkaNode, topic: str) -> dict[str, tuple[str | None, int]]:
+    [result] = live.run(live.admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)]))
+    return {c.name: (c.value, c.source) for c in result.configs}
+
+
+def test_partitions_and_configs_through_both_clients(live: KafkaNode, kp: KafkaAdminClient, ck: CkAdmin) -> None:
+    assert live.run(live.admin.create_topics([NewTopic("grow", 2, 2)]))["grow"].error_code == 0
+
+    def partitions() -> int:
+        return len(grpc_topics(live, ["grow"])["grow"].partitions)
+
+    kp.create_partitions({"grow": KpNewPartitions(4)})
+    assert partitions() == 4
+    assert ck.create_partitions([CkNewPartitions("grow", 6)], request_timeout=10)["grow"].result(10) is None
+    assert partitions() == 6
+    # fewer partitions: INVALID_PARTITIONS through both, with gRPC's message
+    grpc = live.run(live.admin.create_partitions({"grow": PyNewPartitions(3)}, validate_only=True))["grow"]
+    assert grpc.error.code == Errors.INVALID_PARTITIONS
+    [kp_result] = kp.create_partitions({"grow": KpNewPartitions(3)}, raise_errors=False).results
+    assert (kp_result.error_code, kp_result.error_message) == (Errors.INVALID_PARTITIONS, grpc.error.message)
+    with pytest.raises(KafkaException) as e:
+        ck.create_partitions([CkNewPartitions("grow", 3)], request_timeout=10)["grow"].result(10)
+    assert (e.value.args[0].code(), e.value.args[0].str()) == (Errors.INVALID_PARTITIONS, grpc.error.message)
+    assert partitions() == 6
+
+    # configs: kafka-python (IncrementalAlterConfigs SET), confluent (incremental SET and DELETE)
+    kp.alter_configs([KpConfigResource("TOPIC", "grow", configs={"retention.ms": "1000"})])
+    assert grpc_configs(live, "grow")["retention.ms"][0] == "1000"
+    entries = [
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+    ]
+    resource = CkConfigResource(CkConfigResource.Type.TOPIC, "grow", incremental_configs=entries)
+    [future] = ck.incremental_alter_configs([resource]).values()
+    assert future.result(10) is None
+    configs = grpc_configs(live, "grow")
+    assert configs["cleanup.policy"][0] == "compact" and configs["retention.ms"][0] == "604800000"
+    # described by both as gRPC describes them
+    [future] = ck.describe_configs([CkConfigResource(CkConfigResource.Type.TOPIC, "grow")]).values()
+    assert {name: (e.value, int(e.source)) for name, e in future.result(10).items()} == configs
+    kd = kp.describe_configs([KpConfigResource("TOPIC", "grow")], config_filter="all")["topic"]["grow"]
+    assert {name: e["value"] for name, e in kd.items()} == {name: value for name, (value, _) in configs.items()}
+    assert kd["cleanup.policy"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    # a bad value: INVALID_CONFIG through both
+    [future] = ck.incremental_alter_configs(
+        [
+            CkConfigResource(
+                CkConfigResource.Type.TOPIC,
+                "grow",
+                incremental_configs=[ConfigEntry("retention.ms", "-5", incremental_operation=AlterConfigOpType.SET)],
+            )
+        ]
+    ).values()
+    with pytest.raises(KafkaException) as e:
+        future.result(10)
+    assert e.value.args[0].code() == Errors.INVALID_CONFIG and "retention.ms" in e.value.args[0].str()

@@ -116,3 +116,15 @@ def test_request_header_v1_v2_and_response_headers() -> None:
     assert response_frame(77, b"B", 0) == struct.pack(">ii", 5, 77) + b"B"
     assert response_header_version(18, True) == 0  # ApiVersions: always v0
     assert response_header_version(3, True) == 1 and response_header_version(3, False) == 0
+
+
+def test_every_registered_api_round_trips_at_every_version() -> None:
+    from pykraft.kafka.listener import APIS  # importing the listener registers every API
+
+    assert {18, 3, 19, 20, 60, 29, 37, 32, 44} <= set(APIS)
+    for api in APIS.values():
+        assert api.request.api_key == api.response.api_key == api.key
+        for version in range(api.min_version, api.max_version + 1):
+            for spec in (api.request, api.response):
+                message = spec.cls()
+                assert spec.decode(spec.encode(message, version), version) == message, (spec.name, version)

@@ -1,5 +1,25 @@
 """One module per Kafka API; importing this package registers them all (:mod:`pykraft.kafka.registry`)."""
 
-from pykraft.kafka.apis import api_versions, create_topics, delete_topics, describe_acls, describe_cluster, metadata
+from pykraft.kafka.apis import (
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    describe_acls,
+    describe_cluster,
+    describe_configs,
+    incremental_alter_configs,
+    metadata,
+)
 
-__all__ = ["api_versions", "create_topics", "delete_topics", "describe_acls", "describe_cluster", "metadata"]
+__all__ = [
+    "api_versions",
+    "create_partitions",
+    "create_topics",
+    "delete_topics",
+    "describe_acls",
+    "describe_cluster",
+    "describe_configs",
+    "incremental_alter_configs",
+    "metadata",
+]
