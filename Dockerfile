@@ -11,8 +11,9 @@ COPY pykraft ./pykraft
 COPY audit ./audit
 RUN pip install --no-cache-dir . \
     && useradd --create-home --uid 10001 pykraft \
-    && mkdir /data && chown pykraft:pykraft /data
-# Not root. /data belongs to the user, so a named volume mounted there starts out writable by it.
+    && mkdir /data /tls && chown pykraft:pykraft /data /tls
+# Not root. /data and /tls belong to the user, so named volumes mounted there start out writable by it (/tls: the
+# certificates docker-compose.tls.yml has `pykraft tls create` make).
 USER pykraft
 WORKDIR /data
 # 9093: the voters' and brokers' listener; 9094: the external listener for clients outside the network (both

@@ -110,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     cluster_mod.add_arguments(cluster)
 
+    tls = commands.add_parser("tls", help="a cluster CA and certificates with properties files (docker compose)")
+    from pykraft import tls_cli
+
+    tls_cli.add_arguments(tls)
+
     export = commands.add_parser("export", help="copy a node's committed metadata log (with a manifest) for auditing")
     from pykraft import export as export_mod
 
@@ -192,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
             return cluster_mod.run(args)
         if args.command == "export":
             return export_mod.run(args)
+        if args.command == "tls":
+            from pykraft import tls_cli
+
+            return tls_cli.run(args)
         if args.command == "audit":
             return audit_cli.run(args)
         if args.command == "demo":
