@@ -196,3 +196,20 @@ async def test_the_brokers_authorize_the_reads_they_answer_from_their_images(dat
     assert codes["alice"][0] == Errors.CLUSTER_AUTHORIZATION_FAILED, codes
     assert "principal User:alice" in codes["alice"][1], codes
     assert codes["admin"] == (0, ""), codes
+
+
+def test_metrics_are_served_over_https_with_each_process_certificate(data_dir: Path) -> None:
+    """metrics.tls is on by default under SSL: a scraper checks the process's certificate against the cluster CA
+    (and needs none of its own); plain HTTP gets no metrics."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    state = json.loads((data_dir / STATE_FILE).read_text())
+    context = ssl.create_default_context(cafile=str(data_dir / TLS_DIR / "ca.crt"))
+    for process in (state["controllers"][0], state["brokers"][0]):
+        url = f"127.0.0.1:{process['metrics_port']}/metrics"
+        with urllib.request.urlopen(f"https://{url}", timeout=10, context=context) as response:
+            assert "process_cpu_seconds_total" in response.read().decode(), process
+        with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+            urllib.request.urlopen(f"http://{url}", timeout=10).read()
