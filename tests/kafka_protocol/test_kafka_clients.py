@@ -29,7 +29,7 @@ from pykraft.kafka.apis.metadata import MetadataRequest
 from quorum.errors import Errors
 from quorum.log.message import Uuid
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "controller"))
+sys.path.append(str(Path(__file__).parents[1] / "controller"))  # the conformance table, read not copied
 from test_create_topics import DEFAULT_BROKERS, DEFAULT_RF, EXISTING, NUM_PARTITIONS, TABLE
 
 with warnings.catch_warnings():  # kafka-python 3 loads its schemas with importlib.resources' deprecated calls
