@@ -28,6 +28,7 @@ from hostile_helpers import CLUSTER_ID, live_node, rss_bytes
 
 from controller.quorum_controller import ControllerSettings
 from pykraft.api import controller_pb2 as cpb
+from quorum.raft.runtime import RaftNode
 from quorum.transport.pb import quorum_pb2 as qpb
 
 SERVICES = [
@@ -72,6 +73,18 @@ async def call(channel: grpc.aio.Channel, path: str, body: bytes, streaming: boo
         return e.code(), (e.details() or "").encode()
 
 
+async def settled(node: RaftNode, quiet_s: float = 0.3, timeout_s: float = 10.0) -> None:
+    """Wait until the log has stopped growing for ``quiet_s`` and all of it is committed: a timed-out write may
+    still be appended (a fixed short sleep was not enough on a loaded machine), and must not be charged to the
+    next, refused, payload."""
+    async with asyncio.timeout(timeout_s):
+        end, since = node.log.end_offset, time.monotonic()
+        while time.monotonic() - since < quiet_s or node.high_watermark < end:
+            await asyncio.sleep(0.01)
+            if node.log.end_offset != end:
+                end, since = node.log.end_offset, time.monotonic()
+
+
 async def test_fuzz_public_methods(tmp_path: Path) -> None:
     seed = fuzz_seed()
     print(f"fuzz seed {seed} (PYKRAFT_FUZZ_SEED={seed} replays it)")
@@ -98,7 +111,7 @@ async def test_fuzz_public_methods(tmp_path: Path) -> None:
                 if not refused and response_cls is not None:
                     error_code = _error_code(path, answer)
                     if error_code == 7:  # REQUEST_TIMED_OUT: the write may still complete; let it
-                        await asyncio.sleep(0.05)
+                        await settled(live.node)
                         continue
                     refused = error_code not in (0, None)
                 if refused and log.end_offset != end_before:
