@@ -84,6 +84,7 @@ class NodeSettings:
     kafka_listener: tuple[str, int] | None = None
     kafka_listeners: dict[int, tuple[str, int]] = field(default_factory=dict)
     kafka_max_request_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
+    kafka_idle_ms: int = 600_000  # connections.max.idle.ms
 
     @property
     def address(self) -> VoterAddress:
@@ -269,6 +270,7 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         metrics_tls = metrics_tls_settings(props, tls)
         kafka_listener, kafka_listeners = kafka_listener_settings(props)
         kafka_max_request_bytes = int_property(props, "socket.request.max.bytes", 100 * 1024 * 1024)
+        kafka_idle_ms = int_property(props, "connections.max.idle.ms", 600_000)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if node_id not in voters:
@@ -292,6 +294,7 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         kafka_listener=kafka_listener,
         kafka_listeners=kafka_listeners,
         kafka_max_request_bytes=kafka_max_request_bytes,
+        kafka_idle_ms=kafka_idle_ms,
     )
 
 
@@ -495,7 +498,9 @@ async def start_kafka_listener(settings: NodeSettings, controller: QuorumControl
     named = settings.advertised or settings.voters
     service = ControllerService(controller, settings.cluster_id, named, mapper=mapper)
     info = ListenerInfo(settings.node_id, settings.cluster_id, dict(settings.kafka_listeners))
-    listener = KafkaListener(service, info, max_request_bytes=settings.kafka_max_request_bytes)
+    listener = KafkaListener(
+        service, info, max_request_bytes=settings.kafka_max_request_bytes, idle_ms=settings.kafka_idle_ms
+    )
     try:
         await listener.start(host, port)
     except OSError as e:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from pykraft.service import ControllerService
 
 log = structlog.get_logger("pykraft.kafka")
+DEFAULT_IDLE_MS = 600_000  # Kafka's connections.max.idle.ms
 UNSUPPORTED = -1  # the version counted for an ApiVersions request at a version we do not know
 
 
@@ -66,10 +67,12 @@ class KafkaListener:
         info: ListenerInfo,
         *,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        idle_ms: int = DEFAULT_IDLE_MS,
     ) -> None:
         self.service = service
         self.info = info
         self.max_request_bytes = max_request_bytes
+        self.idle_s = idle_ms / 1000  # connections.max.idle.ms: a connection silent this long is closed
         self.stats = ListenerStats()
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -104,7 +107,11 @@ class KafkaListener:
         try:
             while True:
                 try:
-                    size_bytes = await reader.readexactly(4)
+                    async with asyncio.timeout(self.idle_s):
+                        size_bytes = await reader.readexactly(4)
+                except TimeoutError:
+                    log.debug("kafka_connection_idle", peer=f"{host}:{port}", idle_s=self.idle_s)
+                    return
                 except asyncio.IncompleteReadError as e:
                     if e.partial:
                         raise FrameRefused("truncated", f"{len(e.partial)} bytes of a frame size") from None
@@ -113,9 +120,13 @@ class KafkaListener:
                 if size < 0 or size > self.max_request_bytes:
                     raise FrameRefused("size", f"frame size {size} is outside 0..{self.max_request_bytes}")
                 try:
-                    frame = await reader.readexactly(size)
+                    # a frame trickled in slower than the idle bound allows is as good as idle (slowloris)
+                    async with asyncio.timeout(self.idle_s):
+                        frame = await reader.readexactly(size)
                 except asyncio.IncompleteReadError as e:
                     raise FrameRefused("truncated", f"the frame has {len(e.partial)} of its {size} bytes") from None
+                except TimeoutError:
+                    raise FrameRefused("truncated", f"{size} bytes did not come in {self.idle_s} s") from None
                 writer.write(await self._answer(frame, peer))
                 await writer.drain()
         except FrameRefused as e:

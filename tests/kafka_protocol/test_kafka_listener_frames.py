@@ -116,6 +116,21 @@ def test_random_frames_never_crash_or_write(live: KafkaNode) -> None:
     assert rss_growth_kib < 64 * 1024, rss_growth_kib
 
 
+def test_idle_and_trickling_connections_are_closed(live: KafkaNode) -> None:
+    live.listener.idle_s = 0.2
+    try:
+        started = time.monotonic()
+        with raw_connection(live.bootstrap) as sock:  # silent
+            assert read_frame(sock) is None
+        with raw_connection(live.bootstrap) as sock:  # a frame promised, never finished
+            sock.sendall(struct.pack(">i", 100) + b"\x00\x12")
+            assert read_frame(sock) is None
+        assert time.monotonic() - started < 3
+    finally:
+        live.listener.idle_s = 600
+    still_serving(live)
+
+
 def test_metrics_name_api_and_version(live: KafkaNode) -> None:
     still_serving(live)
     with raw_connection(live.bootstrap) as sock:
