@@ -323,3 +323,30 @@ def test_partitions_and_configs_through_both_clients(live: KafkaNode, kp: KafkaA
     with pytest.raises(KafkaException) as e:
         future.result(10)
     assert e.value.args[0].code() == Errors.INVALID_CONFIG and "retention.ms" in e.value.args[0].str()
+
+
+def test_acls_through_confluent_kafka(live: KafkaNode, ck: CkAdmin) -> None:
+    from confluent_kafka.admin import AclBinding, AclBindingFilter, AclOperation, AclPermissionType
+    from confluent_kafka.admin import ResourcePatternType as CkPattern
+    from confluent_kafka.admin import ResourceType as CkResource
+
+    binding = AclBinding(
+        CkResource.TOPIC, "pay", CkPattern.PREFIXED, "User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW
+    )
+    assert ck.create_acls([binding], request_timeout=10)[binding].result(10) is None
+    grpc = live.run(live.admin.describe_acls())
+    assert [(a.resource_name, a.pattern_type, a.principal, a.operation) for a in grpc] == [("pay", 4, "User:alice", 3)]
+    everything = AclBindingFilter(
+        CkResource.ANY, None, CkPattern.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+    assert ck.describe_acls(everything, request_timeout=10).result(10) == [binding]
+    # an ACL with an empty name: refused by the controller, with its message
+    bad = AclBinding(
+        CkResource.TOPIC, "", CkPattern.LITERAL, "User:bob", "*", AclOperation.READ, AclPermissionType.ALLOW
+    )
+    with pytest.raises(KafkaException) as e:
+        ck.create_acls([bad], request_timeout=10)[bad].result(10)
+    refusal = e.value.args[0]
+    assert (refusal.code(), refusal.str()) == (Errors.INVALID_REQUEST, "Resource name should not be empty")
+    assert ck.delete_acls([everything], request_timeout=10)[everything].result(10) == [binding]
+    assert live.run(live.admin.describe_acls()) == []

@@ -2,8 +2,10 @@
 
 from pykraft.kafka.apis import (
     api_versions,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_topics,
     describe_acls,
     describe_cluster,
@@ -14,8 +16,10 @@ from pykraft.kafka.apis import (
 
 __all__ = [
     "api_versions",
+    "create_acls",
     "create_partitions",
     "create_topics",
+    "delete_acls",
     "delete_topics",
     "describe_acls",
     "describe_cluster",

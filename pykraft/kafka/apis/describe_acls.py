@@ -55,19 +55,23 @@ DescribeAclsResponse = Message(
 )
 
 
-async def handle(ctx: RequestContext, request: object, version: int) -> object:
-    r = request
-    acl_filter = pb.AclBindingFilter(
-        resource_type_filter=r.resource_type_filter,  # type: ignore[attr-defined]
-        pattern_type_filter=r.pattern_type_filter,  # type: ignore[attr-defined]
-        operation=r.operation,  # type: ignore[attr-defined]
-        permission_type=r.permission_type,  # type: ignore[attr-defined]
-    )
+def binding_filter(r: object, out: pb.AclBindingFilter | None = None) -> pb.AclBindingFilter:
+    """A Kafka ACL filter (DescribeAcls' request, DeleteAcls' filters: the same fields) as the gRPC one; a null
+    name, principal or host matches any."""
+    out = pb.AclBindingFilter() if out is None else out
+    out.resource_type_filter = r.resource_type_filter  # type: ignore[attr-defined]
+    out.pattern_type_filter = r.pattern_type_filter  # type: ignore[attr-defined]
+    out.operation = r.operation  # type: ignore[attr-defined]
+    out.permission_type = r.permission_type  # type: ignore[attr-defined]
     for attr in ("resource_name_filter", "principal_filter", "host_filter"):
         value = getattr(r, attr)
         if value is not None:
-            setattr(acl_filter, attr, value)
-    answer = await ctx.service.DescribeAcls(pb.DescribeAclsRequest(filter=acl_filter), ctx.call)
+            setattr(out, attr, value)
+    return out
+
+
+async def handle(ctx: RequestContext, request: object, version: int) -> object:
+    answer = await ctx.service.DescribeAcls(pb.DescribeAclsRequest(filter=binding_filter(request)), ctx.call)
     out = DescribeAclsResponse.cls(error_code=answer.error_code, error_message=answer.error_message or None)
     if answer.error_code:
         return out
