@@ -350,3 +350,20 @@ def test_acls_through_confluent_kafka(live: KafkaNode, ck: CkAdmin) -> None:
     assert (refusal.code(), refusal.str()) == (Errors.INVALID_REQUEST, "Resource name should not be empty")
     assert ck.delete_acls([everything], request_timeout=10)[everything].result(10) == [binding]
     assert live.run(live.admin.describe_acls()) == []
+
+
+def test_elect_leaders_through_both_clients(live: KafkaNode, kp: KafkaAdminClient, ck: CkAdmin) -> None:
+    from confluent_kafka import ElectionType as CkElection
+    from confluent_kafka import TopicPartition
+
+    assert live.run(live.admin.create_topics([NewTopic("elect", 2, 2)]))["elect"].error_code == 0
+    # leaders are the preferred replicas already: ELECTION_NOT_NEEDED for each, as gRPC answers
+    grpc = live.run(live.admin.elect_leaders(0, [("elect", 0), ("elect", 1)]))
+    want = {(r.topic, r.partition): r.error.code for r in grpc}
+    assert set(want.values()) == {Errors.ELECTION_NOT_NEEDED}
+    answer = kp.elect_leaders(0, {"elect": [0, 1]}, raise_errors=False)
+    got = {(t.topic, p.partition_id): p.error_code for t in answer.replica_election_results for p in t.partition_result}
+    assert got == want
+    futures = ck.elect_leaders(CkElection.PREFERRED, [TopicPartition("elect", 0), TopicPartition("elect", 1)])
+    results = futures.result(10)  # each TopicPartition with its error set
+    assert {(tp.topic, tp.partition): tp.error.code() if tp.error else 0 for tp in results} == want

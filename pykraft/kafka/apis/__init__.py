@@ -10,6 +10,7 @@ from pykraft.kafka.apis import (
     describe_acls,
     describe_cluster,
     describe_configs,
+    elect_leaders,
     incremental_alter_configs,
     metadata,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "describe_acls",
     "describe_cluster",
     "describe_configs",
+    "elect_leaders",
     "incremental_alter_configs",
     "metadata",
 ]
