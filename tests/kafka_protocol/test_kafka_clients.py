@@ -367,3 +367,23 @@ def test_elect_leaders_through_both_clients(live: KafkaNode, kp: KafkaAdminClien
     futures = ck.elect_leaders(CkElection.PREFERRED, [TopicPartition("elect", 0), TopicPartition("elect", 1)])
     results = futures.result(10)  # each TopicPartition with its error set
     assert {(tp.topic, tp.partition): tp.error.code() if tp.error else 0 for tp in results} == want
+
+
+def test_reassignments_through_kafka_python(live: KafkaNode, kp: KafkaAdminClient) -> None:
+    from kafka import TopicPartition as KpTopicPartition
+
+    created = live.run(live.admin.create_topics([NewTopic("moving", replica_assignment={0: [1, 2]})]))
+    assert created["moving"].error_code == 0
+    tp = KpTopicPartition("moving", 0)
+    answer = kp.alter_partition_reassignments({tp: [2, 3]})
+    assert answer == {tp: None} or all(not v for v in answer.values()), answer
+    # the fake brokers never catch up: the move stays in progress, as gRPC lists it
+    grpc = live.run(live.admin.list_partition_reassignments())
+    [(key, moving)] = grpc.items()
+    assert key == ("moving", 0) and (moving.adding_replicas, moving.removing_replicas) == ([3], [1])
+    listed = kp.list_partition_reassignments()
+    assert {(t.topic, t.partition): (v["adding_replicas"], v["removing_replicas"]) for t, v in listed.items()} == {
+        ("moving", 0): ([3], [1])
+    }
+    kp.alter_partition_reassignments({tp: None})  # cancelled
+    assert kp.list_partition_reassignments() == {} and live.run(live.admin.list_partition_reassignments()) == {}

@@ -13,6 +13,7 @@ from pykraft.kafka.apis import (
     elect_leaders,
     incremental_alter_configs,
     metadata,
+    partition_reassignments,
 )
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "elect_leaders",
     "incremental_alter_configs",
     "metadata",
+    "partition_reassignments",
 ]
