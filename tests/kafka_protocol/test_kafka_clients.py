@@ -127,9 +127,21 @@ def test_create_list_describe_delete_through_both_clients(live: KafkaNode, kp: K
     assert e.value.args[0].code() == Errors.UNKNOWN_TOPIC_OR_PARTITION
 
 
-def test_delete_by_topic_id_at_v6(live: KafkaNode) -> None:
+def test_metadata_and_delete_by_topic_id(live: KafkaNode) -> None:
     created = live.run(live.admin.create_topics([NewTopic("by-id", 1, 1)]))["by-id"]
     assert created.error_code == 0
+    # Metadata v12 by id: the name found, an unknown id UNKNOWN_TOPIC_ID with a null name
+    wanted = MetadataRequest.fields[0].type.element
+    metadata = MetadataRequest.cls(
+        topics=[wanted.cls(name=None, topic_id=Uuid(created.topic_id)), wanted.cls(name=None, topic_id=Uuid.random())]
+    )
+    with raw_connection(live.bootstrap) as sock:
+        raw_request(sock, 3, 12, MetadataRequest.encode(metadata, 12))
+        _, found = raw_response(sock, 3, 12)
+    assert [(t.name, t.error_code, str(t.topic_id) == created.topic_id) for t in found.topics] == [
+        ("by-id", 0, True),
+        (None, Errors.UNKNOWN_TOPIC_ID, False),
+    ]
     state = DeleteTopicsRequest.fields[0].type.element
     request = DeleteTopicsRequest.cls(
         topics=[state.cls(topic_id=Uuid(created.topic_id)), state.cls(topic_id=Uuid.random())], timeout_ms=10_000
