@@ -399,3 +399,32 @@ def test_reassignments_through_kafka_python(live: KafkaNode, kp: KafkaAdminClien
     }
     kp.alter_partition_reassignments({tp: None})  # cancelled
     assert kp.list_partition_reassignments() == {} and live.run(live.admin.list_partition_reassignments()) == {}
+
+
+def test_describe_quorum_on_the_leader(live: KafkaNode) -> None:
+    from pykraft.kafka.apis.describe_quorum import DescribeQuorumRequest
+
+    topic = DescribeQuorumRequest.fields[0].type.element
+    partition = topic.fields[1].type.element
+    request = DescribeQuorumRequest.cls(
+        topics=[
+            topic.cls(topic_name="__cluster_metadata", partitions=[partition.cls(partition_index=0)]),
+            topic.cls(topic_name="orders", partitions=[partition.cls(partition_index=0)]),
+        ]
+    )
+    with raw_connection(live.bootstrap) as sock:
+        for version in (0, 2):
+            raw_request(sock, 55, version, DescribeQuorumRequest.encode(request, version))
+            _, answer = raw_response(sock, 55, version)
+            [metadata], [other] = (t.partitions for t in answer.topics)
+            assert (metadata.error_code, metadata.leader_id) == (0, 1)
+            assert metadata.leader_epoch == live.controller.leader.epoch
+            assert 0 < metadata.high_watermark <= live.controller.committed_offset + 1
+            assert [(v.replica_id, v.log_end_offset >= metadata.high_watermark) for v in metadata.current_voters] == [
+                (1, True)
+            ]
+            assert other.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+            if version == 2:
+                assert [(n.node_id, [(x.host, x.port) for x in n.listeners]) for n in answer.nodes] == [
+                    (1, [("127.0.0.1", live.listener.port)])
+                ]

@@ -20,6 +20,7 @@ from pykraft.kafka.apis.create_topics import CreateTopicsRequest
 from pykraft.kafka.apis.delete_topics import DeleteTopicsRequest
 from pykraft.kafka.apis.describe_acls import DescribeAclsRequest
 from pykraft.kafka.apis.describe_cluster import DescribeClusterRequest
+from pykraft.kafka.apis.describe_quorum import DescribeQuorumRequest
 from pykraft.kafka.apis.metadata import MetadataRequest
 from quorum.errors import Errors
 
@@ -61,6 +62,15 @@ def test_standby_refuses_mutations_with_not_controller(standby: KafkaNode) -> No
         assert [(b.broker_id, b.port) for b in described.brokers] == [(1, standby.listener.port)]
         raw_request(sock, 60, 1, DescribeClusterRequest.encode(DescribeClusterRequest.cls(), 1))
         assert raw_response(sock, 60, 1)[1].error_code == Errors.NOT_CONTROLLER
+        # DescribeQuorum: only the leader describes the quorum
+        topic = DescribeQuorumRequest.fields[0].type.element
+        partition = topic.fields[1].type.element
+        quorum = DescribeQuorumRequest.cls(
+            topics=[topic.cls(topic_name="__cluster_metadata", partitions=[partition.cls(partition_index=0)])]
+        )
+        raw_request(sock, 55, 1, DescribeQuorumRequest.encode(quorum, 1))
+        [[described_partition]] = [t.partitions for t in raw_response(sock, 55, 1)[1].topics]
+        assert described_partition.error_code == Errors.NOT_LEADER_OR_FOLLOWER
     assert standby.controller.committed_offset < 1
 
 
