@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DATA_DIR ?= ./data
 
-.PHONY: install run test lint java browser format proto bench bench-scale bench-peers soak fuzz clean
+.PHONY: install run test lint java browser format proto bench bench-scale bench-peers bench-kafka soak fuzz clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "pykraft needs Python >= 3.11, found " + sys.version.split()[0])'
@@ -78,6 +78,13 @@ bench-peers: $(STAMP)
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq etcd-server >/dev/null; \
 	fi
 	$(PY) benchmarks/peers.py
+
+## make bench-kafka — CreateTopics through the controllers' Kafka listener beside gRPC on one fresh 3-controller
+## cluster: pykraft's AdminClient, confluent-kafka's (librdkafka) and raw frames, 1 and 16 callers, 1 and 100 topics
+## per request, rounds alternating; topics/s, Kafka/gRPC ratios, the active controller's CPU seconds (~3 min;
+## `benchmarks/kafka_listener.py --quick`: ~40 s)
+bench-kafka: $(STAMP)
+	$(PY) benchmarks/kafka_listener.py
 
 ## make soak — a long simulation soak (SEEDS=10000 by default)
 SEEDS ?= 10000
