@@ -1,11 +1,13 @@
 """DeleteTopics (key 20), v0-6: by names, and from v6 by names or topic ids; answered by the gRPC service's
 DeleteTopics (the same controller call, codes, authorization and throttling). A request-level refusal
-(NOT_CONTROLLER, TOPIC_DELETION_DISABLED, REQUEST_TIMED_OUT) is every topic's error, as Kafka answers it."""
+(NOT_CONTROLLER, TOPIC_DELETION_DISABLED, REQUEST_TIMED_OUT) is every topic's error, as Kafka answers it; before v3,
+which has no TOPIC_DELETION_DISABLED, disabled deletion is INVALID_REQUEST, as Kafka's controller answers it."""
 
 from __future__ import annotations
 
 from pykraft.api import controller_pb2 as pb
 from pykraft.kafka.registry import Api, RequestContext, register
+from quorum.errors import Errors
 from quorum.log.message import INT16, INT32, STRING, UUID, ZERO_UUID, Field, Message, Struct, Uuid, array
 
 _State = Struct(
@@ -56,11 +58,14 @@ async def handle(ctx: RequestContext, request: object, version: int) -> object:
             state.topic_id = str(topic_id)
     answer = await ctx.service.DeleteTopics(grpc_request, ctx.call)
     if answer.error_code:  # the whole request refused: each topic says so
+        code = answer.error_code
+        if code == Errors.TOPIC_DELETION_DISABLED and version < 3:  # clients before v3 do not know code 73
+            code = Errors.INVALID_REQUEST
         results = [
             _Result.cls(
                 name=name if name is not None or version >= 6 else "",
                 topic_id=topic_id,
-                error_code=answer.error_code,
+                error_code=code,
                 error_message=answer.error_message or None,
             )
             for name, topic_id in named
