@@ -30,7 +30,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import structlog
 from prometheus_client.exposition import ThreadingWSGIServer
 
-from pykraft.security.tls import CA_LOCATION, SECURITY_PROTOCOL, TlsConfigError, TlsSettings
+from pykraft.security.ssl_context import ReloadingSslContext as _ReloadingSslContext
+from pykraft.security.tls import CA_LOCATION, SECURITY_PROTOCOL, TlsSettings
 
 log = structlog.get_logger("pykraft.metrics")
 
@@ -75,46 +76,13 @@ def metrics_tls_settings(props: dict[str, str], tls: TlsSettings | None) -> Metr
     return MetricsTls(tls, auth == "required")
 
 
-class ReloadingSslContext:
-    """An SSL context for new connections that follows the certificate files (see the module docstring)."""
+class ReloadingSslContext(_ReloadingSslContext):
+    """The metrics endpoint's SSL context for new connections, following the certificate files (see the module
+    docstring and :mod:`pykraft.security.ssl_context`)."""
 
     def __init__(self, settings: MetricsTls) -> None:
+        super().__init__(settings.tls, client_auth_required=settings.client_auth_required, name="metrics")
         self.settings = settings
-        self._lock = threading.Lock()  # connections are accepted on one thread, but reloads may be asked from another
-        self._stamp = settings.tls.stamp()
-        self._context = self._build()  # a bad file at start is an error, not a log line
-        self._forced = False
-        self.reloads = 0
-
-    def request_reload(self) -> None:
-        """Read the files again before the next connection even if their stat stamps did not change (SIGHUP)."""
-        self._forced = True
-
-    def context(self) -> ssl.SSLContext:
-        with self._lock:
-            stamp = self.settings.tls.stamp()
-            if stamp != self._stamp or self._forced:
-                self._stamp, self._forced = stamp, False
-                try:
-                    self._context = self._build()
-                except (TlsConfigError, ssl.SSLError, OSError) as e:  # half-renewed files: keep the old ones
-                    log.warning("metrics_tls_reload_failed", error=str(e))
-                else:
-                    self.reloads += 1
-                    log.info("metrics_tls_certificate_reloaded", reloads=self.reloads)
-            return self._context
-
-    def _build(self) -> ssl.SSLContext:
-        tls = self.settings.tls
-        tls.load(server=True)  # Kafka-named errors; refuses a key that is not the certificate's
-        assert tls.certificate is not None and tls.key is not None  # load(server=True) checked
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.load_cert_chain(tls.certificate, tls.key)
-        if self.settings.client_auth_required:
-            context.verify_mode = ssl.CERT_REQUIRED
-            context.load_verify_locations(cafile=tls.ca)
-        return context
 
 
 class _QuietHandler(WSGIRequestHandler):
