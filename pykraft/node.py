@@ -85,6 +85,10 @@ class NodeSettings:
     kafka_listeners: dict[int, tuple[str, int]] = field(default_factory=dict)
     kafka_max_request_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
     kafka_idle_ms: int = 600_000  # connections.max.idle.ms
+    # max.connections, max.connections.per.ip, queued.max.request.bytes: pykraft.kafka.listener's bounds
+    kafka_max_connections: int = 4096
+    kafka_max_connections_per_ip: int = 1024
+    kafka_queued_max_request_bytes: int = 256 * 1024 * 1024
 
     @property
     def address(self) -> VoterAddress:
@@ -207,7 +211,8 @@ def add_node_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--kafka-listener",
         metavar="HOST:PORT",
-        help="answer Kafka's binary protocol (admin APIs) here, plaintext (kafka.listener); port 0: any free one",
+        help="answer Kafka's binary protocol (admin APIs) here (kafka.listener; SSL when security.protocol=SSL); "
+        "port 0: any free one",
     )
     p.add_argument(
         "--kafka-controller-listeners",
@@ -271,6 +276,17 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         kafka_listener, kafka_listeners = kafka_listener_settings(props)
         kafka_max_request_bytes = int_property(props, "socket.request.max.bytes", 100 * 1024 * 1024)
         kafka_idle_ms = int_property(props, "connections.max.idle.ms", 600_000)
+        kafka_bounds = {
+            name: int_property(props, name, default)
+            for name, default in (
+                ("max.connections", NodeSettings.kafka_max_connections),
+                ("max.connections.per.ip", NodeSettings.kafka_max_connections_per_ip),
+                ("queued.max.request.bytes", NodeSettings.kafka_queued_max_request_bytes),
+            )
+        }
+        for name, value in kafka_bounds.items():
+            if value < 1:  # Kafka's unlimited is not on offer: a flood must meet a bound
+                raise ValueError(f"{name} must be at least 1, got {value}")
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if node_id not in voters:
@@ -295,6 +311,9 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         kafka_listeners=kafka_listeners,
         kafka_max_request_bytes=kafka_max_request_bytes,
         kafka_idle_ms=kafka_idle_ms,
+        kafka_max_connections=kafka_bounds["max.connections"],
+        kafka_max_connections_per_ip=kafka_bounds["max.connections.per.ip"],
+        kafka_queued_max_request_bytes=kafka_bounds["queued.max.request.bytes"],
     )
 
 
@@ -457,6 +476,8 @@ async def serve(
             reloading.request_reload()
             if metrics_reloading is not None:
                 metrics_reloading.request_reload()
+            if kafka is not None and kafka.tls is not None:
+                kafka.tls.request_reload()
 
         loop.add_signal_handler(signal.SIGHUP, reload_certificates)
     failed: list[BaseException] = []
@@ -487,10 +508,12 @@ async def serve(
 
 
 async def start_kafka_listener(settings: NodeSettings, controller: QuorumController) -> KafkaListener:
-    """The Kafka protocol listener, answering through the same Controller service (plaintext: callers are
-    ``User:ANONYMOUS``; TLS on this listener is not done yet)."""
+    """The Kafka protocol listener, answering through the same Controller service: an SSL listener with the node's
+    own certificate when the node is on TLS (callers named by their certificates), else plaintext (callers are
+    ``User:ANONYMOUS``)."""
     from pykraft.kafka.listener import KafkaListener
     from pykraft.kafka.registry import ListenerInfo
+    from pykraft.security.ssl_context import ReloadingSslContext as KafkaSslContext
 
     assert settings.kafka_listener is not None
     host, port = settings.kafka_listener
@@ -498,8 +521,22 @@ async def start_kafka_listener(settings: NodeSettings, controller: QuorumControl
     named = settings.advertised or settings.voters
     service = ControllerService(controller, settings.cluster_id, named, mapper=mapper)
     info = ListenerInfo(settings.node_id, settings.cluster_id, dict(settings.kafka_listeners))
+    tls = None
+    if settings.tls is not None:
+        required = settings.tls.client_auth is ClientAuth.REQUIRED
+        try:
+            tls = KafkaSslContext(settings.tls, client_auth_required=required, name="kafka")
+        except (ValueError, ssl.SSLError) as e:  # the files changed since the settings were read
+            raise ConfigError(str(e)) from None
     listener = KafkaListener(
-        service, info, max_request_bytes=settings.kafka_max_request_bytes, idle_ms=settings.kafka_idle_ms
+        service,
+        info,
+        max_request_bytes=settings.kafka_max_request_bytes,
+        idle_ms=settings.kafka_idle_ms,
+        tls=tls,
+        max_connections=settings.kafka_max_connections,
+        max_connections_per_ip=settings.kafka_max_connections_per_ip,
+        queued_max_request_bytes=settings.kafka_queued_max_request_bytes,
     )
     try:
         await listener.start(host, port)

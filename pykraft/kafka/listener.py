@@ -6,11 +6,26 @@ one above ``socket.request.max.bytes``, an unknown api key, a version of an API 
 serve, a truncated or malformed header or body — closes that connection after one ``kafka_frame_refused`` log line,
 and changes nothing: the frame is refused before any handler runs. An ApiVersions request at a version we do not
 know is answered at v0 with UNSUPPORTED_VERSION and our ranges (KIP-511).
+
+With the node on TLS (``security.protocol=SSL``) this is an SSL listener (Kafka's ``CONTROLLER://`` listener with
+the ``ssl.*`` settings): each connection handshakes with the node's own certificate, taken afresh from the files for
+each new connection (:class:`~pykraft.security.ssl_context.ReloadingSslContext`), and with ``ssl.client.auth=required``
+only a client certificate from ``ssl.ca.location`` gets in. Its principal is what gRPC's would be: the certificate's
+DN through ``ssl.principal.mapping.rules``; a DN no rule maps closes the connection, as Kafka refuses it. A handshake
+not done in ``HANDSHAKE_TIMEOUT_S`` is abandoned (a silent client holds nothing for longer).
+
+Connections are accepted by our own loop so that a connection over the bounds — ``max.connections`` in all,
+``max.connections.per.ip`` from one address — is closed at once, before any handshake or read, and counted
+(``connections_refused``); Kafka's defaults (unlimited) are not ours, see :data:`DEFAULT_MAX_CONNECTIONS`. Frames
+being read across all connections hold at most ``queued.max.request.bytes`` at once (a reader over it waits for
+room, under the idle deadline), so hostile clients cannot grow memory past the bounds whatever sizes they announce.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
+import ssl
 import struct
 import time
 from collections import Counter
@@ -30,15 +45,28 @@ from pykraft.kafka.protocol import (
     response_header_version,
 )
 from pykraft.kafka.registry import APIS, CallContext, ConnectionAbort, ListenerInfo, RequestContext
+from pykraft.security.principal import NoMatchingRule, principal_from_auth_context
 from quorum.errors import Errors
 from quorum.histogram import Histogram
 from quorum.log.message import DecodeError, EncodeError
+from quorum.transport.peer import HANDSHAKE_TIMEOUT_MS, MAX_CONNECTIONS
 
 if TYPE_CHECKING:
+    from pykraft.security.ssl_context import ReloadingSslContext
     from pykraft.service import ControllerService
 
 log = structlog.get_logger("pykraft.kafka")
 DEFAULT_IDLE_MS = 600_000  # Kafka's connections.max.idle.ms
+# max.connections: Kafka's default is unlimited; ours is the gRPC listeners' cap (quorum/transport/peer.py), so one
+# node's admin surface holds as many connections on either front door. max.connections.per.ip: a quarter of it, so
+# one host cannot take every place (an admin tool or benchmark uses a handful).
+DEFAULT_MAX_CONNECTIONS = MAX_CONNECTIONS
+DEFAULT_MAX_CONNECTIONS_PER_IP = MAX_CONNECTIONS // 4
+# queued.max.request.bytes (Kafka: unlimited): the bytes of frames being read at once, over every connection; at
+# least one frame of socket.request.max.bytes fits.
+DEFAULT_QUEUED_MAX_REQUEST_BYTES = 256 * 1024 * 1024
+HANDSHAKE_TIMEOUT_S = HANDSHAKE_TIMEOUT_MS / 1000  # as the gRPC listeners'
+REFUSAL_LOG_INTERVAL_S = 1.0  # a flood of refused connections logs one line a second, with the count since the last
 UNSUPPORTED = -1  # the version counted for an ApiVersions request at a version we do not know
 
 
@@ -50,6 +78,9 @@ class ListenerStats:
     errors: Counter[tuple[str, int]] = field(default_factory=Counter)
     latency: dict[str, Histogram] = field(default_factory=dict)
     refused: Counter[str] = field(default_factory=Counter)
+    # connections closed before any request: limit, per_ip_limit (over a bound), handshake (TLS failed or too
+    # slow), principal (a certificate no mapping rule takes)
+    connections_refused: Counter[str] = field(default_factory=Counter)
     connections: int = 0
     connections_total: int = 0
 
@@ -68,41 +99,186 @@ class KafkaListener:
         *,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         idle_ms: int = DEFAULT_IDLE_MS,
+        tls: ReloadingSslContext | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_connections_per_ip: int = DEFAULT_MAX_CONNECTIONS_PER_IP,
+        queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES,
+        handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S,
     ) -> None:
+        if max_connections < 1 or max_connections_per_ip < 1:
+            raise ValueError("max.connections and max.connections.per.ip must be at least 1")
         self.service = service
         self.info = info
         self.max_request_bytes = max_request_bytes
         self.idle_s = idle_ms / 1000  # connections.max.idle.ms: a connection silent this long is closed
+        self.tls = tls  # None: plaintext
+        # The node's own rules, as its gRPC listeners use them: checked once per connection here, so that a
+        # certificate no rule maps closes the connection before any request (Kafka's NoMatchingRule).
+        self.mapper = tls.tls.mapper() if tls is not None else None
+        self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.queued_max_request_bytes = queued_max_request_bytes
+        self.handshake_timeout_s = handshake_timeout_s
         self.stats = ListenerStats()
-        self._server: asyncio.Server | None = None
+        self._sock: socket.socket | None = None
+        self._accepting: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._per_ip: Counter[str] = Counter()  # open connections by client address; no entry at zero
+        self._queued = 0  # bytes of the frames being read or answered now
+        self._freed = asyncio.Event()  # set (and replaced) whenever queued bytes are released
+        self._refusals_unlogged = 0
+        self._refusal_logged_at = -REFUSAL_LOG_INTERVAL_S
 
     @property
     def port(self) -> int:
-        assert self._server is not None
-        return self._server.sockets[0].getsockname()[1]
+        assert self._sock is not None
+        return int(self._sock.getsockname()[1])
 
     async def start(self, host: str, port: int) -> None:
-        self._server = await asyncio.start_server(self._serve_connection, host, port)
+        """Listen on ``host:port`` (the first address it resolves to; port 0: any free one). Raises OSError."""
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(1024)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._sock = sock
+        self._accepting = asyncio.create_task(self._accept(sock), name="kafka-accept")
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        if self._accepting is not None:
+            self._accepting.cancel()
+            await asyncio.gather(self._accepting, return_exceptions=True)
+        if self._sock is not None:
+            self._sock.close()
         for task in list(self._connections):
             task.cancel()
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        self.stats.connections += 1
-        self.stats.connections_total += 1
-        peername = writer.get_extra_info("peername") or ("?", 0)
-        host, port = str(peername[0]), int(peername[1])
+    async def _accept(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, address = await loop.sock_accept(sock)
+            except OSError as e:  # out of file descriptors, typically: let connections end before the next accept
+                log.warning("kafka_accept_failed", error=str(e))
+                await asyncio.sleep(0.1)
+                continue
+            except Exception as e:  # our bug: keep accepting rather than leave the port deaf
+                log.exception("kafka_accept_failed", error=f"{type(e).__name__}: {e}")
+                await asyncio.sleep(0.1)
+                continue
+            host, port = str(address[0]), int(address[1])
+            if self.stats.connections >= self.max_connections:
+                self._refuse(conn, host, port, "limit", self.max_connections)
+                continue
+            if self._per_ip[host] >= self.max_connections_per_ip:
+                self._refuse(conn, host, port, "per_ip_limit", self.max_connections_per_ip)
+                continue
+            self._per_ip[host] += 1
+            self.stats.connections += 1
+            self.stats.connections_total += 1
+            task = asyncio.create_task(self._serve_socket(conn, host, port))
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+
+    def _refuse(self, conn: socket.socket, host: str, port: int, reason: str, limit: int) -> None:
+        """Close a connection over a bound at once (nothing read, no handshake), count it, and log it — one line a
+        second at most under a flood, with how many were refused since the last line."""
+        conn.close()
+        self.stats.connections_refused[reason] += 1
+        self._refusals_unlogged += 1
+        now = time.monotonic()
+        if now - self._refusal_logged_at >= REFUSAL_LOG_INTERVAL_S:
+            log.warning(
+                "kafka_connection_refused",
+                peer=f"{host}:{port}",
+                reason=reason,
+                limit=limit,
+                connections=self.stats.connections,
+                refused_since_last_line=self._refusals_unlogged,
+            )
+            self._refusal_logged_at, self._refusals_unlogged = now, 0
+
+    async def _serve_socket(self, conn: socket.socket, host: str, port: int) -> None:
+        """One accepted connection: the TLS handshake (if any) and its principal, then its requests."""
+        writer: asyncio.StreamWriter | None = None
+        try:
+            loop = asyncio.get_running_loop()
+            reader = asyncio.StreamReader()
+            protocol = asyncio.StreamReaderProtocol(reader)
+            context = self.tls.context() if self.tls is not None else None
+            try:
+                # The handshake runs on the loop without blocking it (memory BIOs), and is abandoned after
+                # ssl_handshake_timeout: a client that connects and sends nothing holds its place no longer.
+                transport, _ = await loop.connect_accepted_socket(
+                    lambda: protocol,
+                    conn,
+                    ssl=context,
+                    ssl_handshake_timeout=self.handshake_timeout_s if context is not None else None,
+                )
+            except (OSError, EOFError) as e:  # no certificate, another CA's, plaintext, too slow, gone
+                self.stats.connections_refused["handshake"] += 1
+                log.info("kafka_handshake_failed", peer=f"{host}:{port}", error=str(e) or type(e).__name__)
+                return
+            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+            try:
+                auth = self._auth_context(writer)
+            except NoMatchingRule as e:
+                self.stats.connections_refused["principal"] += 1
+                log.info("principal_refused", host=host, port=port, reason=str(e))
+                return
+            await self._serve(reader, writer, host, port, auth)
+        finally:
+            self.stats.connections -= 1
+            self._per_ip[host] -= 1
+            if self._per_ip[host] <= 0:
+                del self._per_ip[host]
+            if writer is not None:
+                writer.close()
+            else:
+                conn.close()
+
+    def _auth_context(self, writer: asyncio.StreamWriter) -> dict[str, list[bytes]]:
+        """The connection's security as gRPC's auth context shows it, so that the Controller service names the
+        caller with the same function as for gRPC; raises NoMatchingRule for a certificate no rule maps."""
+        ssl_object = writer.get_extra_info("ssl_object")
+        if ssl_object is None or self.mapper is None:
+            return {}  # plaintext: User:ANONYMOUS
+        auth = {"transport_security_type": [b"ssl"]}
+        der = ssl_object.getpeercert(binary_form=True)
+        if der:  # none with ssl.client.auth=none: User:ANONYMOUS
+            auth["x509_pem_cert"] = [ssl.DER_cert_to_PEM_cert(der).encode()]
+        principal = principal_from_auth_context(auth, self.mapper)
+        log.debug("kafka_connection_authenticated", principal=str(principal))
+        return auth
+
+    async def _reserve(self, size: int) -> None:
+        """Wait until a frame of ``size`` bytes fits under queued.max.request.bytes (one frame always fits)."""
+        while self._queued and self._queued + size > self.queued_max_request_bytes:
+            await self._freed.wait()
+        self._queued += size
+
+    def _release(self, size: int) -> None:
+        self._queued -= size
+        self._freed.set()  # wakes every waiter to check again; later ones wait on a new event
+        self._freed = asyncio.Event()
+
+    async def _serve(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        host: str,
+        port: int,
+        auth: dict[str, list[bytes]],
+    ) -> None:
         peer = f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"
         try:
             while True:
@@ -119,15 +295,23 @@ class KafkaListener:
                 size = int.from_bytes(size_bytes, "big", signed=True)
                 if size < 0 or size > self.max_request_bytes:
                     raise FrameRefused("size", f"frame size {size} is outside 0..{self.max_request_bytes}")
+                reserved = False
                 try:
-                    # a frame trickled in slower than the idle bound allows is as good as idle (slowloris)
-                    async with asyncio.timeout(self.idle_s):
-                        frame = await reader.readexactly(size)
-                except asyncio.IncompleteReadError as e:
-                    raise FrameRefused("truncated", f"the frame has {len(e.partial)} of its {size} bytes") from None
-                except TimeoutError:
-                    raise FrameRefused("truncated", f"{size} bytes did not come in {self.idle_s} s") from None
-                writer.write(await self._answer(frame, peer))
+                    try:
+                        # a frame trickled in slower than the idle bound allows is as good as idle (slowloris)
+                        async with asyncio.timeout(self.idle_s):
+                            await self._reserve(size)
+                            reserved = True
+                            frame = await reader.readexactly(size)
+                    except asyncio.IncompleteReadError as e:
+                        raise FrameRefused("truncated", f"the frame has {len(e.partial)} of its {size} bytes") from None
+                    except TimeoutError:
+                        raise FrameRefused("truncated", f"{size} bytes did not come in {self.idle_s} s") from None
+                    writer.write(await self._answer(frame, peer, auth))
+                    del frame
+                finally:
+                    if reserved:
+                        self._release(size)
                 await writer.drain()
         except FrameRefused as e:
             self.stats.refused[e.reason] += 1
@@ -140,12 +324,8 @@ class KafkaListener:
         except Exception as e:  # a handler's bug: this connection ends, the node goes on
             self.stats.refused["internal"] += 1
             log.exception("kafka_request_failed", peer=f"{host}:{port}", error=f"{type(e).__name__}: {e}")
-        finally:
-            self.stats.connections -= 1
-            self._connections.discard(task)
-            writer.close()
 
-    async def _answer(self, frame: bytes, peer: str) -> bytes:
+    async def _answer(self, frame: bytes, peer: str, auth: dict[str, list[bytes]]) -> bytes:
         """The response frame to one request frame (raises :class:`FrameRefused` for a frame to refuse)."""
         try:
             api_key, version, correlation_id = peek_header(frame)
@@ -172,7 +352,7 @@ class KafkaListener:
         except (IndexError, struct.error, UnicodeDecodeError, ValueError) as e:
             raise FrameRefused("body", f"{api.name} v{version}: malformed body ({e or type(e).__name__})") from None
         started = time.monotonic()
-        ctx = RequestContext(header, self.info, self.service, CallContext(peer, header.client_id))
+        ctx = RequestContext(header, self.info, self.service, CallContext(peer, header.client_id, auth))
         response = await api.handler(ctx, request, version)
         try:
             body = api.response.encode(response, version)

@@ -1,5 +1,6 @@
 """Prometheus metrics of a node's Kafka listener, with Kafka's RequestMetrics names: requests by API and version,
-errors, time per request, connections, and frames refused by reason."""
+errors, time per request, connections (and those closed before any request, by reason), and frames refused by
+reason."""
 
 from __future__ import annotations
 
@@ -54,6 +55,16 @@ class KafkaListenerCollector(Collector):
         for reason, n in sorted(stats.refused.items()):
             refused.add_metric([reason], n)
         yield refused
+        closed = CounterMetricFamily(
+            "pykraft_kafka_listener_connections_refused",
+            "Kafka-protocol connections closed before any request: over max.connections (limit) or "
+            "max.connections.per.ip (per_ip_limit), a failed TLS handshake (handshake), a certificate no "
+            "ssl.principal.mapping.rules rule maps (principal)",
+            labels=["reason"],
+        )
+        for reason, n in sorted(stats.connections_refused.items()):
+            closed.add_metric([reason], n)
+        yield closed
         yield GaugeMetricFamily(
             "pykraft_kafka_listener_connections", "Open Kafka-protocol connections", value=stats.connections
         )

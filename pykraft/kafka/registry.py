@@ -57,11 +57,13 @@ def register(api: Api) -> Api:
 
 class CallContext:
     """What the gRPC servicer asks of its context, for a request that came over a Kafka connection: the peer (an
-    ACL host), the transport's security (plaintext: ``User:ANONYMOUS``) and the request header's client id (KIP-599
-    quotas). An ``abort`` (a principal that cannot be named) ends the connection, as Kafka closes it."""
+    ACL host), the transport's security as gRPC's auth context shows it (``auth``: the client certificate on an SSL
+    listener; nothing on a plaintext one: ``User:ANONYMOUS``) and the request header's client id (KIP-599 quotas).
+    An ``abort`` (a principal that cannot be named) ends the connection, as Kafka closes it."""
 
-    def __init__(self, peer: str, client_id: str | None) -> None:
+    def __init__(self, peer: str, client_id: str | None, auth: dict[str, list[bytes]] | None = None) -> None:
         self._peer = peer
+        self._auth = auth or {}
         self._metadata = (("client-id", client_id),) if client_id else ()
         self.code: Any = None
         self.details: str | None = None
@@ -70,7 +72,7 @@ class CallContext:
         return self._peer
 
     def auth_context(self) -> dict[str, list[bytes]]:
-        return {}  # plaintext listener: no certificate, so User:ANONYMOUS
+        return self._auth
 
     def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
         return self._metadata

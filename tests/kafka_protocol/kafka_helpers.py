@@ -21,6 +21,8 @@ from pykraft.client import AdminClient
 from pykraft.kafka.listener import KafkaListener
 from pykraft.kafka.registry import ListenerInfo
 from pykraft.loop_thread import LoopThread
+from pykraft.security.ssl_context import ReloadingSslContext
+from pykraft.security.tls import ClientAuth, TlsSettings
 from pykraft.service import ControllerService
 from pykraft.testing import free_ports
 from quorum.fault import LoggingFaultHandler
@@ -68,10 +70,14 @@ def kafka_node(
     brokers: Sequence[tuple[int, str, bool]] = BROKERS,
     *,
     standby: bool = False,
+    tls: TlsSettings | None = None,
+    listener_options: dict[str, Any] | None = None,
 ) -> Iterator[KafkaNode]:
     """Node 1, leading alone, with its Kafka listener and ``brokers`` registered (those not fenced kept unfenced
     by heartbeats); stopped on the way out. ``standby``: a second voter that never answers, so node 1 never leads
-    (and no broker registers)."""
+    (and no broker registers). ``tls``: the node's own settings, making the Kafka listener an SSL one (its gRPC
+    server, which the helper's admin client uses, stays plaintext: ``User:ANONYMOUS``); ``listener_options``: more
+    KafkaListener arguments (its bounds)."""
     thread = LoopThread("kafka-node")
     port, silent = free_ports(2)
     voters = {1: VoterAddress(1, "127.0.0.1", port)}
@@ -96,14 +102,18 @@ def kafka_node(
         server = grpc.aio.server()
         node.transport.add_to_server(server)
         QuorumAdminService(node, deserialize).add_to_server(server)
-        service = ControllerService(controller, CLUSTER_ID, voters)
+        service = ControllerService(controller, CLUSTER_ID, voters, mapper=tls.mapper() if tls else None)
         service.add_to_server(server)
         server.add_insecure_port(f"127.0.0.1:{port}")
         await server.start()
         controller.start()
         node.start()
         info = ListenerInfo(1, CLUSTER_ID)
-        listener = KafkaListener(service, info)
+        ssl_context = None
+        if tls is not None:
+            required = tls.client_auth is ClientAuth.REQUIRED
+            ssl_context = ReloadingSslContext(tls, client_auth_required=required, name="kafka")
+        listener = KafkaListener(service, info, tls=ssl_context, **(listener_options or {}))
         await listener.start("127.0.0.1", 0)
         info.listeners[1] = ("127.0.0.1", listener.port)
         admin = AdminClient(f"127.0.0.1:{port}", request_timeout_ms=5000, default_api_timeout_ms=15_000)
