@@ -250,9 +250,9 @@ def up(args: argparse.Namespace) -> int:
             f"{','.join(map(str, ports))} instead"
         )
     metrics = plan.choose(n, _previous(previous, "controllers", "metrics_port"))
-    # Kafka's protocol on each controller, for Kafka's own admin clients; plaintext only for now, so a --tls
-    # cluster keeps every listener on TLS and goes without it.
-    kafka_ports = [] if args.tls else plan.choose(n, _previous(previous, "controllers", "kafka_port"))
+    # Kafka's protocol on each controller, for Kafka's own admin clients (an SSL listener with --tls: each
+    # controller's own certificate, clients' from the cluster CA)
+    kafka_ports = plan.choose(n, _previous(previous, "controllers", "kafka_port"))
     kafka_listeners = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(kafka_ports))
     broker_ports = plan.choose(args.brokers, _previous(previous, "brokers", "port"))
     broker_metrics = plan.choose(args.brokers, _previous(previous, "brokers", "metrics_port"))
@@ -416,6 +416,13 @@ def up(args: argparse.Namespace) -> int:
         print(
             "Kafka protocol (bootstrap.servers of Kafka admin clients): "
             + ",".join(f"127.0.0.1:{p}" for p in kafka_ports)
+            # admin.properties holds librdkafka's (confluent-kafka's) own names for them, usable as they stand
+            + (
+                f" over SSL (confluent-kafka: security.protocol=SSL, ssl.ca.location, ssl.certificate.location, "
+                f"ssl.key.location as in {admin_properties})"
+                if admin_properties is not None
+                else ""
+            )
         )
     if admin_properties is not None:
         print(

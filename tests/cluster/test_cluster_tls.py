@@ -55,6 +55,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             )  # fmt: skip
         assert up.returncode == 0, f"{up.stdout}\n{up.stderr}\n{logs(data)}"
         assert f"--command-config {data / TLS_DIR / ADMIN_PROPERTIES}" in up.stdout, up.stdout
+        assert f"ssl.key.location as in {data / TLS_DIR / ADMIN_PROPERTIES})" in up.stdout, up.stdout
         yield data
     finally:
         down = pykraft("cluster", "down", "--data-dir", str(data))
@@ -213,3 +214,19 @@ def test_metrics_are_served_over_https_with_each_process_certificate(data_dir: P
             assert "process_cpu_seconds_total" in response.read().decode(), process
         with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
             urllib.request.urlopen(f"http://{url}", timeout=10).read()
+
+
+def test_kafka_admin_clients_use_the_ssl_kafka_listeners_with_admin_properties(data_dir: Path) -> None:
+    """admin.properties as librdkafka's own configuration: confluent-kafka reaches the controllers' SSL Kafka
+    listeners with it and sees ``orders`` (created above through gRPC); without a certificate it is refused."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient as CkAdmin
+
+    state = json.loads((data_dir / STATE_FILE).read_text())
+    servers = ",".join(f"127.0.0.1:{c['kafka_port']}" for c in state["controllers"])
+    lines = (data_dir / TLS_DIR / ADMIN_PROPERTIES).read_text().splitlines()
+    props = dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+    assert "orders" in CkAdmin({"bootstrap.servers": servers, **props}).list_topics(timeout=10).topics
+    anonymous = {k: v for k, v in props.items() if k not in ("ssl.certificate.location", "ssl.key.location")}
+    with pytest.raises(KafkaException):
+        CkAdmin({"bootstrap.servers": servers, "log_level": 0, **anonymous}).list_topics(timeout=1)
