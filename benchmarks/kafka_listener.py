@@ -2,7 +2,7 @@
 (processes, fsync on) with 3 broker agents, each controller with its Kafka listener.
 
     python benchmarks/kafka_listener.py [--duration 3] [--rounds 3] [--clients 1,16] [--quick] [--json] [--dir DIR]
-        [--keep]
+        [--keep] [--override NAME=VALUE ...]
 
 Closed loop (each caller waits for its answer before sending the next), one topic (3 partitions x RF 3) or 100 per
 request, 1 and 16 concurrent callers, through:
@@ -127,15 +127,17 @@ class RawFront:
 
     key, label = "raw", "raw frames"
 
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
+    def __init__(self, listeners: dict[int, tuple[str, int]], leader_of: Callable[[], Awaitable[int]]) -> None:
+        self.listeners = listeners  # node id -> its Kafka listener
+        self.leader_of = leader_of
         self.conns: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
         self.correlation = 0
         # the response header: the correlation id, then (v1, flexible versions) an empty tag section
         self.skip = 4 + response_header_version(CREATE_TOPICS_KEY, CreateTopicsResponse.is_flexible(RAW_VERSION))
 
     async def open(self, clients: int) -> None:
-        self.conns = [await asyncio.open_connection(self.host, self.port) for _ in range(clients)]
+        host, port = self.listeners[await self.leader_of()]  # no client library here to find the controller
+        self.conns = [await asyncio.open_connection(host, port) for _ in range(clients)]
 
     async def create(self, i: int, names: list[str]) -> list[str]:
         reader, writer = self.conns[i]
@@ -166,15 +168,15 @@ async def phase(
     duration: float,
     prefix: str,
     controllers: dict[int, int],
-    leader_of: Callable[[], Awaitable[int]] | None = None,
+    leader: int,
+    leader_of: Callable[[], Awaitable[int]],
 ) -> dict:
     """``clients`` callers through ``front`` for ``duration`` seconds: the names of the topics created, the tally,
-    and the CPU seconds spent by the active controller, the other controllers (``controllers``: node id -> pid) and
-    the clients (this process). ``leader_of`` names the active controller before and after (``failover`` if they
-    differ: the CPU was then charged to the one active at the start)."""
+    and the CPU seconds spent by the active controller (``leader``), the others (``controllers``: node id -> pid)
+    and the clients (this process). ``leader_of`` names the active controller afterwards (``failover`` if it is
+    not ``leader``: the phase's CPU was charged to the one active at the start)."""
     tally = Tally()
     created: list[str] = []
-    leader = await leader_of() if leader_of else None
     meter = CpuMeter({str(i): pid for i, pid in controllers.items()})
     stop = time.perf_counter() + duration
 
@@ -200,11 +202,11 @@ async def phase(
     await asyncio.gather(*(caller(i) for i in range(clients)))
     used = meter.used()
     cpu = {"clients": used.pop("clients")}
-    if leader is not None and str(leader) in used:
+    if str(leader) in used:
         cpu["leader"] = used.pop(str(leader))
         if used:
             cpu["followers"] = sum(used.values())
-    after = await leader_of() if leader_of else None
+    after = await leader_of()
     return {"created": len(created), "names": created, "cpu_s": cpu, "failover": after != leader, **tally.summary()}
 
 
@@ -242,24 +244,30 @@ async def count_existing(grpc_bootstrap: str, names: list[str]) -> int:
 
 async def measure(
     grpc_bootstrap: str,
-    kafka_bootstrap: str,
-    raw_target: tuple[str, int],
+    kafka_listeners: dict[int, tuple[str, int]],
+    leader_of: Callable[[], Awaitable[int]],
     *,
     clients: Sequence[int] = (1, 16),
     per_request: Sequence[int] = (1, 100),
     duration: float = 3.0,
     rounds: int = 3,
     controllers: dict[int, int] | None = None,
-    leader_of: Callable[[], Awaitable[int]] | None = None,
     out: Any = print,
 ) -> dict:
     """Every (callers, topics per request) shape through every front, ``rounds`` times with the fronts taking
-    turns; printed through ``out`` as it goes and returned (JSON-able, without the topic names)."""
+    turns; printed through ``out`` as it goes and returned (JSON-able, without the topic names). ``kafka_listeners``:
+    each controller's Kafka listener by node id; ``leader_of`` names the active controller."""
     controllers = controllers or {}
     most = max(clients)
-    fronts: list[Any] = [GrpcFront(grpc_bootstrap), ConfluentFront(kafka_bootstrap), RawFront(*raw_target)]
+    kafka_bootstrap = ",".join(f"{h}:{p}" for h, p in kafka_listeners.values())
+    fronts: list[Any] = [
+        GrpcFront(grpc_bootstrap),
+        ConfluentFront(kafka_bootstrap),
+        RawFront(kafka_listeners, leader_of),
+    ]
     if most > 1:
         fronts.append(ConfluentFront(kafka_bootstrap, shared=True))
+    reopened: list[str] = []
     shapes = [(c, p) for p in per_request for c in clients]
     runs: dict[tuple[str, int, int], list[dict]] = {}
     names: dict[tuple[str, int, int], list[str]] = {}
@@ -267,21 +275,34 @@ async def measure(
         for front in fronts:
             await front.open(most)
             # every caller's connection made and the active controller known before any clock starts
-            await phase(front, most, 1, min(duration, 0.3), f"warm-{front.key}", {})
+            await phase(front, most, 1, min(duration, 0.3), f"warm-{front.key}", {}, 0, leader_of)
+        opened_on = await leader_of()
         for r in range(rounds):
             order = fronts if r % 2 == 0 else fronts[::-1]
             for c, p in shapes:
                 for front in order:
                     if front.key == "confluent_shared" and c == 1:
                         continue  # one caller: the same as "confluent"
-                    result = await phase(front, c, p, duration, f"kl{r}-{front.key}-{c}x{p}", controllers, leader_of)
+                    leader = await leader_of()
+                    if leader != opened_on:
+                        # librdkafka keeps sending to the controller it knew (NOT_CONTROLLER) until its metadata
+                        # refresh, minutes later: new clients, so the rounds after a failover measure throughput
+                        reopened.append(f"round {r}, before {front.label} {c}x{p}: {opened_on} -> {leader}")
+                        out(f"  the active controller moved ({reopened[-1]}); the Kafka clients are reopened")
+                        for f in fronts[1:]:
+                            await f.close()
+                            await f.open(most)
+                        opened_on = leader
+                    result = await phase(
+                        front, c, p, duration, f"kl{r}-{front.key}-{c}x{p}", controllers, leader, leader_of
+                    )
                     key = (front.key, c, p)
                     names.setdefault(key, []).extend(result.pop("names"))
                     runs.setdefault(key, []).append(result)
     finally:
         for front in fronts:
             await front.close()
-    report: dict = {"duration_s": duration, "rounds": rounds, "shapes": []}
+    report: dict = {"duration_s": duration, "rounds": rounds, "shapes": [], "kafka_clients_reopened": reopened}
     failed = 0
     labels = {f.key: f.label for f in fronts}
     for c, p in shapes:
@@ -336,7 +357,8 @@ def run(args: argparse.Namespace) -> int:
     root = Path(tempfile.mkdtemp(prefix="kafka-listener-bench-", dir=base))
     kafka_ports = free_ports(3)
     listeners = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(kafka_ports))
-    cluster = Cluster(root, 3, extra_args=["--override", "metadata.max.idle.interval.ms=0"])
+    overrides = ["metadata.max.idle.interval.ms=0", *args.override]
+    cluster = Cluster(root, 3, extra_args=[a for o in overrides for a in ("--override", o)])
     for i, node in cluster.nodes.items():
         node.args += ["--kafka-listener", f"127.0.0.1:{kafka_ports[i - 1]}", "--kafka-controller-listeners", listeners]
     grpc_bootstrap = ",".join(n.address for n in cluster.nodes.values())
@@ -363,17 +385,20 @@ def run(args: argparse.Namespace) -> int:
         report = asyncio.run(
             measure(
                 grpc_bootstrap,
-                ",".join(f"127.0.0.1:{p}" for p in kafka_ports),
-                ("127.0.0.1", kafka_ports[leader - 1]),
+                {i: ("127.0.0.1", port) for i, port in zip(cluster.nodes, kafka_ports, strict=True)},
+                leader_of,
                 clients=clients,
                 duration=duration,
                 rounds=rounds,
                 controllers=controllers,
-                leader_of=leader_of,
             )
         )
-        print("FAILED: " + str(report["failed"]) if report["failed"] else "all requests answered without error; "
-              "every topic created was found through gRPC")  # fmt: skip
+        if report["failed"]:
+            print(f"FAILED: {report['failed']:,} failed requests and missing topics (see the checks lines)")
+        else:
+            print("all requests answered without error; every topic created was found through gRPC")
+        if report["kafka_clients_reopened"]:
+            print("the active controller moved during the run: " + "; ".join(report["kafka_clients_reopened"]))
         if args.json:
             print(json.dumps(report, indent=2))
         return 1 if report["failed"] else 0
@@ -399,6 +424,13 @@ def main() -> int:
     p.add_argument("--json", action="store_true")
     p.add_argument("--dir", help="where the data directories go (default: the repository's disk)")
     p.add_argument("--keep", action="store_true", help="keep the data directories and logs")
+    p.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a controller setting (repeatable), e.g. controller.quorum.fetch.timeout.ms=10000 on a busy machine",
+    )
     return run(p.parse_args())
 
 
