@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import socket
+import ssl
 from pathlib import Path
 
 import grpc
@@ -15,7 +17,7 @@ import pytest
 from pykraft.node import ConfigError, add_node_arguments, settings_from_args
 from pykraft.security.ca import CertFiles, ensure_cluster_certificates
 from pykraft.security.tls import TlsSettings, channel_credentials
-from pykraft.testing import Cluster
+from pykraft.testing import Cluster, free_ports
 from quorum.raft.messages import VoteRequest
 from quorum.transport.convert import to_proto
 from quorum.transport.pb import quorum_pb2 as pb
@@ -60,6 +62,8 @@ async def test_a_quorum_over_mutual_tls(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, size=2, extra_args=["--override", "controller.quorum.election.timeout.ms=500"])
     for node_id, node in cluster.nodes.items():
         node.args += overrides(certs[f"controller-{node_id}"])
+    [kafka_port] = free_ports(1)
+    cluster.nodes[1].args += ["--kafka-listener", f"127.0.0.1:{kafka_port}"]  # SSL as well, the same reloads
     with cluster:
         address = cluster.nodes[1].address
         leader = None
@@ -97,7 +101,17 @@ async def test_a_quorum_over_mutual_tls(tmp_path: Path) -> None:
         cluster.nodes[1].proc.send_signal(signal.SIGHUP)  # type: ignore[union-attr]
         await asyncio.sleep(0.2)
         await describe(address, admin)  # a new connection: the reload happens before its handshake
+        await asyncio.to_thread(kafka_handshake, kafka_port, certs["admin"])  # and on the Kafka listener
         log = cluster.nodes[1].log_path.read_text()
         assert "tls_reload_requested" in log and "tls_certificate_reloaded" in log
+        assert "kafka_tls_certificate_reloaded" in log
         assert '"reason": "node 101 sent a message as node 2"' in log
         assert '"tls": true' in log
+
+
+def kafka_handshake(port: int, files: CertFiles) -> None:
+    context = ssl.create_default_context(cafile=str(files.ca))
+    context.load_cert_chain(files.certificate, files.key)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+            assert sock.version() is not None
