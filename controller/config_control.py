@@ -7,6 +7,8 @@
   (resource names, topic configs, then existence). Clients reach the controller directly here, so the forwarding
   broker's checks run here too. It reads state and returns records plus a response; :meth:`replay` is the only code
   that changes state.
+- :meth:`ConfigControl.legacy_alter_configs` is the old AlterConfigs: a resource's whole set of dynamic configs
+  replaced by the request's, checked as incremental SETs are.
 - :meth:`ConfigControl.describe_configs` is DescribeConfigs as Kafka's ConfigHelper answers it: every config with
   its value, source and, on request, its synonyms.
 - :meth:`ConfigControl.topic_config` and :meth:`ConfigControl.broker_config` give the effective value the
@@ -135,6 +137,32 @@ class ConfigControl:
     ) -> ControllerResult[list[ConfigResourceResult]]:
         """One result per resource, in the order resources first appear. A resource that fails writes nothing; the
         records of all that succeed form one atomic batch (none when ``validate_only``)."""
+        return self._alter_resources(resources, validate_only, self._alter)
+
+    def legacy_alter_configs(
+        self, resources: list[AlterConfigsResource], validate_only: bool
+    ) -> ControllerResult[list[ConfigResourceResult]]:
+        """Kafka's legacy AlterConfigs (ConfigurationControlManager.legacyAlterConfigs): each resource's dynamic
+        configs become exactly the request's — a key set now and not named is removed — with the checks, codes and
+        records of an incremental SET of every key named (configs' ``op`` is ignored: the legacy request has none;
+        a null value is refused, as the forwarding broker refuses it). Results and atomicity as
+        :meth:`incremental_alter_configs`."""
+        return self._alter_resources(resources, validate_only, self._replace)
+
+    def _replace(self, r: AlterConfigsResource) -> list[ConfigRecord]:
+        named = {c.name for c in r.configs}
+        current = self.configs.get((r.resource_type, r.resource_name), ())
+        configs = tuple(AlterableConfig(c.name, AlterConfigOp.SET, c.value) for c in r.configs) + tuple(
+            AlterableConfig(name, AlterConfigOp.DELETE) for name, _ in current if name not in named
+        )
+        return self._alter(AlterConfigsResource(r.resource_type, r.resource_name, configs))
+
+    def _alter_resources(
+        self,
+        resources: list[AlterConfigsResource],
+        validate_only: bool,
+        alter: Callable[[AlterConfigsResource], list[ConfigRecord]],
+    ) -> ControllerResult[list[ConfigResourceResult]]:
         counts = Counter(
             (r.resource_type, r.resource_name)
             for r in resources
@@ -154,7 +182,7 @@ class ConfigControl:
                 error = ApiError(Errors.INVALID_REQUEST, "Duplicate resource.")
             else:
                 try:
-                    records.extend(self._alter(r))
+                    records.extend(alter(r))
                     error = NO_ERROR
                 except KafkaError as e:
                     error = ApiError.of(e)

@@ -806,6 +806,19 @@ class QuorumController:
 
         return await self._submit("incrementalAlterConfigs", run, timeout_ms)
 
+    async def legacy_alter_configs(
+        self, resources: list[AlterConfigsResource], *, validate_only: bool = False, timeout_ms: int | None = 30_000
+    ) -> list[ConfigResourceResult]:
+        """Kafka's legacy AlterConfigs: each resource's dynamic configs replaced by the request's (a key not named is
+        removed), checked as incremental SETs are; one result per resource, the successes one atomic batch."""
+        if not resources:
+            return []
+
+        def run() -> Any:
+            return self._write(lambda: self.configs.legacy_alter_configs(resources, validate_only))
+
+        return await self._submit("legacyAlterConfigs", run, timeout_ms)
+
     async def describe_configs(
         self,
         resources: list[ConfigResource],
