@@ -20,7 +20,7 @@ import asyncio
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
@@ -569,6 +569,29 @@ class AdminClient(AclAdmin, QuotaAdmin):  # ACLs: pykraft/acl_client.py; quotas,
                 resource.configs.add(name=c.name, config_operation=int(c.op), value=c.value)
         response = await self._call("IncrementalAlterConfigs", request, timeout_ms)
         self._check(response, "IncrementalAlterConfigs")
+        return [
+            ConfigResourceResult(r.resource_type, r.resource_name, _api_error(r.error_code, r.error_message))
+            for r in response.responses
+        ]
+
+    async def alter_configs(
+        self,
+        configs: Mapping[ConfigResource, Mapping[str, str | None]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> list[ConfigResourceResult]:
+        """Kafka's legacy AlterConfigs: each resource's dynamic configs become exactly ``configs[resource]`` (a key
+        set now and not named is removed; a None value is refused); one result per resource."""
+        request = pb.AlterConfigsRequest(validate_only=validate_only, timeout_ms=timeout_ms or self.request_timeout_ms)
+        for r, values in configs.items():
+            resource = request.resources.add(resource_type=int(r.resource_type), resource_name=r.resource_name)
+            for name, value in values.items():
+                config = resource.configs.add(name=name)
+                if value is not None:
+                    config.value = value
+        response = await self._call("AlterConfigs", request, timeout_ms)
+        self._check(response, "AlterConfigs")
         return [
             ConfigResourceResult(r.resource_type, r.resource_name, _api_error(r.error_code, r.error_message))
             for r in response.responses

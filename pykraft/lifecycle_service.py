@@ -1,5 +1,5 @@
 """The Controller service's requests for a partition's life after creation — AlterPartition, ElectLeaders,
-DeleteTopics, CreatePartitions — and for configs: IncrementalAlterConfigs, DescribeConfigs.
+DeleteTopics, CreatePartitions — and for configs: IncrementalAlterConfigs, the legacy AlterConfigs, DescribeConfigs.
 
 Protobuf in, controller/requests.py values to the QuorumController, protobuf out. As for every request of the
 service, fields are checked here first (INVALID_REQUEST with a message naming the field and value: a topic id
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -19,11 +20,13 @@ from controller.authorizer import ResourceType as Res
 from controller.requests import (
     CONFIG_TYPE_IDS,
     AlterableConfig,
+    AlterConfigOp,
     AlterConfigsResource,
     AlterPartitionData,
     AlterPartitionResponse,
     AlterPartitionTopic,
     ConfigResource,
+    ConfigResourceResult,
     DeleteTopicState,
     ElectionType,
     NewPartitions,
@@ -342,8 +345,6 @@ class LifecycleServicer(ServicerPart):
         self, request: pb.IncrementalAlterConfigsRequest, context: grpc.aio.ServicerContext
     ) -> pb.IncrementalAlterConfigsResponse:
         async def call() -> pb.IncrementalAlterConfigsResponse:
-            caller = await self._caller(context)
-            timeout = self._timeout(request.timeout_ms)
             resources = [
                 AlterConfigsResource(
                     r.resource_type,
@@ -356,42 +357,81 @@ class LifecycleServicer(ServicerPart):
                 for r in request.resources
             ]
             out = pb.IncrementalAlterConfigsResponse()
-            if caller.enforced:
-                keys = [(r.resource_type, r.resource_name) for r in resources]
-                counts = Counter(keys)
-                # A resource named twice is answered "Duplicate resource." by the controller, unauthorized.
-                refused = config_refusals(
-                    caller, [k if counts[k] == 1 else (-1, k[1]) for k in keys], ALTER_CONFIGS_CHECKS
-                )
-                for i, (code, message) in refused.items():  # before the controller's results, as Kafka's
-                    out.responses.add(
-                        error_code=code, error_message=message, resource_type=keys[i][0], resource_name=keys[i][1]
-                    )
-                resources = [r for i, r in enumerate(resources) if i not in refused]
-            results = await self.controller.incremental_alter_configs(
-                resources, validate_only=request.validate_only, timeout_ms=timeout
-            )
-            for r in results:
-                out.responses.add(
-                    error_code=int(r.error.code),
-                    error_message=r.error.message or "",
-                    resource_type=r.resource_type,
-                    resource_name=r.resource_name,
-                )
+            await self._alter_configs(context, request, resources, out, self.controller.incremental_alter_configs)
             return out
-
-        def summarize(response: pb.IncrementalAlterConfigsResponse) -> dict[str, Any]:
-            return {"results": [f"{r.resource_type}:{r.resource_name}:{r.error_code}" for r in response.responses]}
 
         return await self._serve(
             "IncrementalAlterConfigs",
             pb.IncrementalAlterConfigsResponse,
             call,
-            summarize,
+            _summarize_config_changes,
             resources=[f"{r.resource_type}:{r.resource_name}" for r in request.resources[:20]],
             configs=[c.name for r in request.resources[:20] for c in r.configs][:40],
             validate_only=request.validate_only,
         )
+
+    async def AlterConfigs(
+        self, request: pb.AlterConfigsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AlterConfigsResponse:
+        """Kafka's legacy AlterConfigs: each resource's dynamic configs replaced by the request's; the checks, codes
+        and authorization (ALTER_CONFIGS) of IncrementalAlterConfigs."""
+
+        async def call() -> pb.AlterConfigsResponse:
+            resources = [
+                AlterConfigsResource(
+                    r.resource_type,
+                    r.resource_name,
+                    tuple(
+                        AlterableConfig(c.name, AlterConfigOp.SET, c.value if c.HasField("value") else None)
+                        for c in r.configs
+                    ),
+                )
+                for r in request.resources
+            ]
+            out = pb.AlterConfigsResponse()
+            await self._alter_configs(context, request, resources, out, self.controller.legacy_alter_configs)
+            return out
+
+        return await self._serve(
+            "AlterConfigs",
+            pb.AlterConfigsResponse,
+            call,
+            _summarize_config_changes,
+            resources=[f"{r.resource_type}:{r.resource_name}" for r in request.resources[:20]],
+            configs=[c.name for r in request.resources[:20] for c in r.configs][:40],
+            validate_only=request.validate_only,
+        )
+
+    async def _alter_configs(
+        self,
+        context: grpc.aio.ServicerContext,
+        request: pb.IncrementalAlterConfigsRequest | pb.AlterConfigsRequest,
+        resources: list[AlterConfigsResource],
+        out: pb.IncrementalAlterConfigsResponse | pb.AlterConfigsResponse,
+        alter: Callable[..., Awaitable[list[ConfigResourceResult]]],
+    ) -> None:
+        """Authorize each resource (ALTER_CONFIGS), then have the controller ``alter`` the others; one result per
+        resource in ``out``, the refusals first, as Kafka's ControllerApis answers."""
+        caller = await self._caller(context)
+        timeout = self._timeout(request.timeout_ms)
+        if caller.enforced:
+            keys = [(r.resource_type, r.resource_name) for r in resources]
+            counts = Counter(keys)
+            # A resource named twice is answered "Duplicate resource." by the controller, unauthorized.
+            refused = config_refusals(caller, [k if counts[k] == 1 else (-1, k[1]) for k in keys], ALTER_CONFIGS_CHECKS)
+            for i, (code, message) in refused.items():  # before the controller's results, as Kafka's
+                out.responses.add(
+                    error_code=code, error_message=message, resource_type=keys[i][0], resource_name=keys[i][1]
+                )
+            resources = [r for i, r in enumerate(resources) if i not in refused]
+        results = await alter(resources, validate_only=request.validate_only, timeout_ms=timeout)
+        for r in results:
+            out.responses.add(
+                error_code=int(r.error.code),
+                error_message=r.error.message or "",
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
 
     async def DescribeConfigs(
         self, request: pb.DescribeConfigsRequest, context: grpc.aio.ServicerContext
@@ -459,6 +499,10 @@ class LifecycleServicer(ServicerPart):
             resources=[f"{r.resource_type}:{r.resource_name}" for r in request.resources[:20]],
             include_synonyms=request.include_synonyms,
         )
+
+
+def _summarize_config_changes(response: pb.IncrementalAlterConfigsResponse | pb.AlterConfigsResponse) -> dict[str, Any]:
+    return {"results": [f"{r.resource_type}:{r.resource_name}:{r.error_code}" for r in response.responses]}
 
 
 def partition_results(results: list[tuple[Any, Any]]) -> dict[str, Any]:

@@ -550,6 +550,44 @@ class IncrementalAlterConfigsResponse(_message.Message):
     responses: _containers.RepeatedCompositeFieldContainer[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse]
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., responses: _Optional[_Iterable[_Union[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse, _Mapping]]] = ...) -> None: ...
 
+class AlterConfigsRequest(_message.Message):
+    __slots__ = ("resources", "validate_only", "timeout_ms")
+    class AlterableConfig(_message.Message):
+        __slots__ = ("name", "value")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        value: str
+        def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AlterConfigsResource(_message.Message):
+        __slots__ = ("resource_type", "resource_name", "configs")
+        RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+        RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+        CONFIGS_FIELD_NUMBER: _ClassVar[int]
+        resource_type: int
+        resource_name: str
+        configs: _containers.RepeatedCompositeFieldContainer[AlterConfigsRequest.AlterableConfig]
+        def __init__(self, resource_type: _Optional[int] = ..., resource_name: _Optional[str] = ..., configs: _Optional[_Iterable[_Union[AlterConfigsRequest.AlterableConfig, _Mapping]]] = ...) -> None: ...
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    resources: _containers.RepeatedCompositeFieldContainer[AlterConfigsRequest.AlterConfigsResource]
+    validate_only: bool
+    timeout_ms: int
+    def __init__(self, resources: _Optional[_Iterable[_Union[AlterConfigsRequest.AlterConfigsResource, _Mapping]]] = ..., validate_only: bool = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class AlterConfigsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "controller", "responses")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    controller: ControllerHint
+    responses: _containers.RepeatedCompositeFieldContainer[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., controller: _Optional[_Union[ControllerHint, _Mapping]] = ..., responses: _Optional[_Iterable[_Union[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse, _Mapping]]] = ...) -> None: ...
+
 class DescribeConfigsRequest(_message.Message):
     __slots__ = ("resources", "include_synonyms", "include_documentation", "timeout_ms")
     class ConfigurationKeys(_message.Message):

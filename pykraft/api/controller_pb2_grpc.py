@@ -84,6 +84,11 @@ class ControllerStub(object):
                 request_serializer=pykraft_dot_api_dot_controller__pb2.IncrementalAlterConfigsRequest.SerializeToString,
                 response_deserializer=pykraft_dot_api_dot_controller__pb2.IncrementalAlterConfigsResponse.FromString,
                 _registered_method=True)
+        self.AlterConfigs = channel.unary_unary(
+                '/pykraft.controller.v1.Controller/AlterConfigs',
+                request_serializer=pykraft_dot_api_dot_controller__pb2.AlterConfigsRequest.SerializeToString,
+                response_deserializer=pykraft_dot_api_dot_controller__pb2.AlterConfigsResponse.FromString,
+                _registered_method=True)
         self.DescribeConfigs = channel.unary_unary(
                 '/pykraft.controller.v1.Controller/DescribeConfigs',
                 request_serializer=pykraft_dot_api_dot_controller__pb2.DescribeConfigsRequest.SerializeToString,
@@ -189,6 +194,12 @@ class ControllerServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def IncrementalAlterConfigs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterConfigs(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -301,6 +312,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.IncrementalAlterConfigs,
                     request_deserializer=pykraft_dot_api_dot_controller__pb2.IncrementalAlterConfigsRequest.FromString,
                     response_serializer=pykraft_dot_api_dot_controller__pb2.IncrementalAlterConfigsResponse.SerializeToString,
+            ),
+            'AlterConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterConfigs,
+                    request_deserializer=pykraft_dot_api_dot_controller__pb2.AlterConfigsRequest.FromString,
+                    response_serializer=pykraft_dot_api_dot_controller__pb2.AlterConfigsResponse.SerializeToString,
             ),
             'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeConfigs,
@@ -618,6 +634,33 @@ class Controller(object):
             '/pykraft.controller.v1.Controller/IncrementalAlterConfigs',
             pykraft_dot_api_dot_controller__pb2.IncrementalAlterConfigsRequest.SerializeToString,
             pykraft_dot_api_dot_controller__pb2.IncrementalAlterConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.controller.v1.Controller/AlterConfigs',
+            pykraft_dot_api_dot_controller__pb2.AlterConfigsRequest.SerializeToString,
+            pykraft_dot_api_dot_controller__pb2.AlterConfigsResponse.FromString,
             options,
             channel_credentials,
             insecure,
