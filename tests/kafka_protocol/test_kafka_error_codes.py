@@ -34,6 +34,7 @@ from controller.quorum_controller import ControllerSettings
 from controller.requests import AlterableConfig, AlterConfigOp, AlterConfigsResource, ConfigResource
 from pykraft.api import controller_pb2 as pb
 from pykraft.client import AdminError, NewPartitions, NewTopic
+from pykraft.kafka.apis.alter_configs import AlterConfigsRequest
 from pykraft.kafka.apis.create_acls import CreateAclsRequest
 from pykraft.kafka.apis.create_partitions import CreatePartitionsRequest
 from pykraft.kafka.apis.delete_acls import DeleteAclsRequest
@@ -534,6 +535,21 @@ def test_standby_answers_every_mutation_not_controller(tmp_path_factory: pytest.
             ),
         ),
     ]
+    ac_resource = AlterConfigsRequest.fields[0].type.element
+    ac_config = ac_resource.fields[2].type.element
+    requests.append(
+        (
+            33,
+            2,
+            AlterConfigsRequest.cls(
+                resources=[
+                    ac_resource.cls(
+                        resource_type=2, resource_name="t", configs=[ac_config.cls(name="retention.ms", value="1")]
+                    )
+                ]
+            ),
+        )
+    )
     acl = CreateAclsRequest.fields[0].type.element
     acl_filter = DeleteAclsRequest.fields[0].type.element
     requests += [

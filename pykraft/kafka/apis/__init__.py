@@ -1,6 +1,7 @@
 """One module per Kafka API; importing this package registers them all (:mod:`pykraft.kafka.registry`)."""
 
 from pykraft.kafka.apis import (
+    alter_configs,
     api_versions,
     create_acls,
     create_partitions,
@@ -18,6 +19,7 @@ from pykraft.kafka.apis import (
 )
 
 __all__ = [
+    "alter_configs",
     "api_versions",
     "create_acls",
     "create_partitions",

@@ -1,0 +1,65 @@
+"""AlterConfigs (key 33), v0-2, the legacy API IncrementalAlterConfigs replaced (confluent-kafka's ``alter_configs``
+and kafka-python's ``incremental=False`` still send it): each resource's dynamic configs become exactly the request's
+— a key set now and not named is removed — as Kafka's controller applies it. Answered by the gRPC service's
+AlterConfigs (IncrementalAlterConfigs' checks, codes and ALTER_CONFIGS authorization); a request-level refusal is
+every resource's error."""
+
+from __future__ import annotations
+
+from pykraft.api import controller_pb2 as pb
+from pykraft.kafka.registry import Api, RequestContext, register
+from quorum.log.message import BOOL, INT8, INT16, INT32, STRING, Field, Message, Struct, array
+
+_Config = Struct("AlterableConfig", [Field("Name", STRING), Field("Value", STRING, nullable="0+")])
+_Resource = Struct(
+    "AlterConfigsResource",
+    [Field("ResourceType", INT8), Field("ResourceName", STRING), Field("Configs", array(_Config))],
+)
+AlterConfigsRequest = Message(
+    "AlterConfigsRequest",
+    [Field("Resources", array(_Resource)), Field("ValidateOnly", BOOL)],
+    api_key=33,
+    versions="0-2",
+    flexible="2+",
+)
+_Response = Struct(
+    "AlterConfigsResourceResponse",
+    [
+        Field("ErrorCode", INT16),
+        Field("ErrorMessage", STRING, nullable="0+", default=None),
+        Field("ResourceType", INT8),
+        Field("ResourceName", STRING),
+    ],
+)
+AlterConfigsResponse = Message(
+    "AlterConfigsResponse",
+    [Field("ThrottleTimeMs", INT32), Field("Responses", array(_Response))],
+    api_key=33,
+    versions="0-2",
+    flexible="2+",
+)
+
+
+async def handle(ctx: RequestContext, request: object, version: int) -> object:
+    req = request
+    grpc_request = pb.AlterConfigsRequest(validate_only=req.validate_only)  # type: ignore[attr-defined]
+    for r in req.resources:  # type: ignore[attr-defined]
+        resource = grpc_request.resources.add(resource_type=r.resource_type, resource_name=r.resource_name)
+        for c in r.configs:
+            config = resource.configs.add(name=c.name)
+            if c.value is not None:
+                config.value = c.value
+    answer = await ctx.service.AlterConfigs(grpc_request, ctx.call)
+    if answer.error_code:
+        answered = [(answer.error_code, answer.error_message, r.resource_type, r.resource_name) for r in req.resources]  # type: ignore[attr-defined]
+    else:
+        answered = [(r.error_code, r.error_message, r.resource_type, r.resource_name) for r in answer.responses]
+    return AlterConfigsResponse.cls(
+        responses=[
+            _Response.cls(error_code=code, error_message=message or None, resource_type=kind, resource_name=name)
+            for code, message, kind, name in answered
+        ]
+    )
+
+
+register(Api(33, "AlterConfigs", AlterConfigsRequest, AlterConfigsResponse, handle, mutates=True))
