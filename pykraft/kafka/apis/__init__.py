@@ -3,6 +3,7 @@
 from pykraft.kafka.apis import (
     alter_configs,
     api_versions,
+    client_quotas,
     create_acls,
     create_partitions,
     create_topics,
@@ -21,6 +22,7 @@ from pykraft.kafka.apis import (
 __all__ = [
     "alter_configs",
     "api_versions",
+    "client_quotas",
     "create_acls",
     "create_partitions",
     "create_topics",
