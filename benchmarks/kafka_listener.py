@@ -15,7 +15,8 @@ request, 1 and 16 concurrent callers, through:
 
 The fronts take turns within each round (their order reversed every other round), so drift (the growing metadata
 image, the other users of the machine) hits them alike. Printed per shape: topics/s for each front over all rounds
-(created topics / measured seconds) with the ratio to gRPC, each round's figure, and the CPU seconds of the active
+(created topics / measured seconds) with the ratio to gRPC, each round's figure and the median of the rounds'
+ratios, and the CPU seconds of the active
 controller (asked before and after each phase; a change is printed) and of the clients (this process). Only
 requests whose every topic was created count; failures are counted by code. Afterwards every topic counted as
 created is looked up through gRPC (DescribeTopics); any failure or missing topic exits 1.
@@ -39,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))  # when imported by a test: the benchmarks' modules by name
 
-from _stats import Tally, error_name, errors_text, ratio  # noqa: E402
+from _stats import Tally, error_name, errors_text, median, ratio  # noqa: E402
 from create_topics import CpuMeter, admin_ready, leader_target  # noqa: E402
 
 from pykraft.client import AdminClient, AdminError, NewTopic  # noqa: E402
@@ -332,6 +333,16 @@ def print_shape(row: dict, labels: dict[str, str], out: Any = print) -> None:
         f"{labels[k]} " + ", ".join(f"{x:,.0f}" for x in res["rounds_topics_per_s"]) for k, res in fronts.items()
     )
     out(f"      by round, topics/s: {rounds}")
+    # Each round's fronts ran back to back, so a round's ratio cancels the drift between rounds (a busy machine's
+    # load, the growing image); their median is the steadier comparison when the rounds' rates differ a lot.
+    grpc_rounds = fronts["grpc"]["rounds_topics_per_s"]
+    medians = []
+    for key, res in fronts.items():
+        if key != "grpc":
+            pairs = zip(res["rounds_topics_per_s"], grpc_rounds, strict=True)
+            res["median_round_ratio"] = median([k / g for k, g in pairs if g > 0])
+            medians.append(f"{labels[key]} {res['median_round_ratio']:.2f}x")
+    out(f"      median of the rounds' ratios to gRPC: {' | '.join(medians)}")
     cpu = []
     for key, res in fronts.items():
         used, n = res["cpu_s"], res["created"]

@@ -36,7 +36,7 @@ def test_quick_core_prints_every_front_with_positive_figures(tmp_path: Path) -> 
                 {1: ("127.0.0.1", node.listener.port)},
                 leader_of,
                 clients=(1, 2),
-                duration=0.15,
+                duration=0.1,
                 rounds=1,
                 controllers={1: os.getpid()},  # the node runs in this process
                 out=lines.append,
@@ -58,6 +58,10 @@ def test_quick_core_prints_every_front_with_positive_figures(tmp_path: Path) -> 
         assert all(int(v.replace(",", "")) > 0 for v in rates.values()), head
         if "gRPC" in rates and len(rates) > 1:
             assert re.search(r"\(\d+\.\d\dx gRPC\)", head), head
+    medians = [line for line in lines if "median of the rounds' ratios" in line]
+    assert len(medians) == 4 and all(re.search(r"confluent \d+\.\d\dx \| raw frames \d+\.\d\dx", m) for m in medians), (
+        text
+    )
     for line in (line for line in lines if "CPU seconds" in line):
         leaders = [float(x) for x in re.findall(r"leader (\d+\.\d+) s", line)]
         per_topic = [int(x.replace(",", "")) for x in re.findall(r"= ([\d,]+) us/topic", line)]
