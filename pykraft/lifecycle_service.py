@@ -57,6 +57,14 @@ class RequestError(KafkaError):
     """A request-level problem found before the controller saw the request."""
 
 
+def kafka_request(context: object) -> bool:
+    """Whether the call came over the Kafka listener, whose requests name topics and partitions as Kafka's clients
+    do: an empty topic name or a negative partition index is then a name like any other, which the controller answers
+    for that entry alone (UNKNOWN_TOPIC_OR_PARTITION), as Kafka's controller does. Over gRPC they are proto3 fields
+    left unset, refused for the whole request."""
+    return getattr(context, "kafka_request", False) is True
+
+
 class LifecycleServicer(ServicerPart):
     """Part of :class:`pykraft.service.ControllerService` (see :class:`~pykraft.servicer_part.ServicerPart`)."""
 
@@ -80,14 +88,14 @@ class LifecycleServicer(ServicerPart):
         return Uuid(text)
 
     @staticmethod
-    def _partition_index(index: int, field: str) -> int:
-        if index < 0:
+    def _partition_index(index: int, field: str, context: object = None) -> int:
+        if index < 0 and not kafka_request(context):
             raise RequestError(f"{field}: partition index {index} is negative", Errors.INVALID_REQUEST)
         return index
 
     @staticmethod
-    def _name(name: str, field: str) -> str:
-        if not name:
+    def _name(name: str, field: str, context: object = None) -> str:
+        if not name and not kafka_request(context):
             raise RequestError(f"{field}: the topic name is empty", Errors.INVALID_REQUEST)
         return name
 
@@ -174,9 +182,10 @@ class LifecycleServicer(ServicerPart):
                 partitions = []
                 for i, t in enumerate(request.topic_partitions.topics):
                     where = f"topic_partitions[{i}]"
-                    self._name(t.topic, f"{where}.topic")
+                    self._name(t.topic, f"{where}.topic", context)
                     for j, index in enumerate(t.partitions):
-                        partitions.append((t.topic, self._partition_index(index, f"{where}.partitions[{j}]")))
+                        index = self._partition_index(index, f"{where}.partitions[{j}]", context)
+                        partitions.append((t.topic, index))
             results = await self.controller.elect_leaders(request.election_type, partitions, timeout_ms=timeout)
             out = pb.ElectLeadersResponse()
             by_topic: dict[str, pb.ElectLeadersResponse.ReplicaElectionResult] = {}
@@ -215,7 +224,7 @@ class LifecycleServicer(ServicerPart):
             timeout = self._timeout(request.timeout_ms)
             topics = []
             for i, t in enumerate(request.topics):
-                name = self._name(t.name, f"topics[{i}].name") if t.HasField("name") else None
+                name = self._name(t.name, f"topics[{i}].name", context) if t.HasField("name") else None
                 topic_id = self._topic_id(t.topic_id, f"topics[{i}].topic_id") if t.topic_id else None
                 topics.append(DeleteTopicState(name, None if topic_id == ZERO_UUID else topic_id))
             refused: dict[int, tuple[str | None, Uuid | None]] = {}
@@ -285,7 +294,7 @@ class LifecycleServicer(ServicerPart):
             timeout = self._timeout(request.timeout_ms)
             topics = [
                 NewPartitions(
-                    self._name(t.name, f"topics[{i}].name"),
+                    self._name(t.name, f"topics[{i}].name", context),
                     t.count,
                     tuple(tuple(a.broker_ids) for a in t.assignments.assignments)
                     if t.HasField("assignments")

@@ -38,7 +38,7 @@ class ReassignmentServicer(ServicerPart):
         async def call() -> pb.AlterPartitionReassignmentsResponse:
             (await self._caller(context)).require_cluster(Op.ALTER)
             timeout = LifecycleServicer._timeout(request.timeout_ms, REASSIGNMENT_TIMEOUT_MS)
-            topics = _reassignable_topics(request)
+            topics = _reassignable_topics(request, context)
             results = await self.controller.alter_partition_reassignments(topics, timeout_ms=timeout)
             out = pb.AlterPartitionReassignmentsResponse()
             for t in results:
@@ -77,9 +77,9 @@ class ReassignmentServicer(ServicerPart):
                 topics = []
                 for i, t in enumerate(request.topics.topics):
                     where = f"topics[{i}]"
-                    LifecycleServicer._name(t.name, f"{where}.name")
+                    LifecycleServicer._name(t.name, f"{where}.name", context)
                     indexes = tuple(
-                        LifecycleServicer._partition_index(index, f"{where}.partition_indexes[{j}]")
+                        LifecycleServicer._partition_index(index, f"{where}.partition_indexes[{j}]", context)
                         for j, index in enumerate(t.partition_indexes)
                     )
                     topics.append((t.name, indexes))
@@ -109,16 +109,19 @@ class ReassignmentServicer(ServicerPart):
         )
 
 
-def _reassignable_topics(request: pb.AlterPartitionReassignmentsRequest) -> list[ReassignableTopic]:
-    """The request's topics as the controller takes them; a field that cannot be right is a RequestError."""
+def _reassignable_topics(
+    request: pb.AlterPartitionReassignmentsRequest, context: object = None
+) -> list[ReassignableTopic]:
+    """The request's topics as the controller takes them; a field that cannot be right is a RequestError (an empty
+    name or a negative index is one only over gRPC: see :func:`~pykraft.lifecycle_service.kafka_request`)."""
     seen: dict[tuple[str, int], str] = {}
     topics = []
     for i, t in enumerate(request.topics):
-        LifecycleServicer._name(t.name, f"topics[{i}].name")
+        LifecycleServicer._name(t.name, f"topics[{i}].name", context)
         partitions = []
         for j, p in enumerate(t.partitions):
             where = f"topics[{i}].partitions[{j}]"
-            index = LifecycleServicer._partition_index(p.partition_index, f"{where}.partition_index")
+            index = LifecycleServicer._partition_index(p.partition_index, f"{where}.partition_index", context)
             first = seen.setdefault((t.name, index), where)
             if first != where:
                 raise RequestError(

@@ -61,6 +61,8 @@ class CallContext:
     listener; nothing on a plaintext one: ``User:ANONYMOUS``) and the request header's client id (KIP-599 quotas).
     An ``abort`` (a principal that cannot be named) ends the connection, as Kafka closes it."""
 
+    kafka_request = True  # names are Kafka's: an empty one is no unset field (lifecycle_service.kafka_request)
+
     def __init__(self, peer: str, client_id: str | None, auth: dict[str, list[bytes]] | None = None) -> None:
         self._peer = peer
         self._auth = auth or {}

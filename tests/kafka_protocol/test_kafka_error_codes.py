@@ -32,6 +32,7 @@ from kafka_helpers import KafkaNode, kafka_node, raw_connection, raw_request, ra
 from controller.authorizer import AclBindingFilter as GrpcAclFilter
 from controller.quorum_controller import ControllerSettings
 from controller.requests import AlterableConfig, AlterConfigOp, AlterConfigsResource, ConfigResource
+from controller.requests import NewPartitions as CtlNewPartitions
 from pykraft.api import controller_pb2 as pb
 from pykraft.client import AdminError, NewPartitions, NewTopic
 from pykraft.kafka.apis.alter_configs import AlterConfigsRequest
@@ -603,3 +604,79 @@ def test_standby_answers_every_mutation_not_controller(tmp_path_factory: pytest.
                     codes.extend(p.error_code for p in r.partition_result)
                 assert Errors.NOT_CONTROLLER in codes and set(codes) <= {0, Errors.NOT_CONTROLLER}, (key, codes)
         assert node.controller.committed_offset < 1
+
+
+# -- names gRPC refuses as unset fields ------------------------------------------------------------------------------
+
+
+def test_empty_topic_names_and_negative_partitions_are_answered_per_entry(
+    live: KafkaNode, kp: KafkaAdminClient, ck: CkAdmin
+) -> None:
+    """Both clients send an empty topic name and a negative partition index. Over gRPC those are proto3 fields left
+    unset, refused for the whole request (INVALID_REQUEST); over Kafka's protocol they are names like any other, and
+    Kafka's controller answers each UNKNOWN_TOPIC_OR_PARTITION alone while the rest of the request goes on — as the
+    controller here answers them (its messages)."""
+    from controller.requests import ReassignablePartition, ReassignableTopic
+
+    with pytest.raises(AdminError) as refused:  # gRPC: unchanged
+        live.run(live.admin.delete_topics(["", "ghost"]))
+    assert refused.value.code == Errors.INVALID_REQUEST
+    controller = live.controller
+
+    # DeleteTopics: the empty name alone fails
+    [k_empty, k_ghost] = kp.delete_topics(["", "ghost"], raise_errors=False)["topics"]
+    assert [(t["name"], t["error_code"], t["error_message"]) for t in (k_empty, k_ghost)] == [
+        ("", Errors.UNKNOWN_TOPIC_OR_PARTITION, "Topic '' does not exist."),
+        ("ghost", Errors.UNKNOWN_TOPIC_OR_PARTITION, "Topic 'ghost' does not exist."),
+    ]
+    assert ck_answer(ck.delete_topics([""], request_timeout=10)[""])[0] == Errors.UNKNOWN_TOPIC_OR_PARTITION
+
+    # CreatePartitions
+    [want] = live.run(controller.create_partitions([CtlNewPartitions("", 3, None)], validate_only=True))
+    assert want.error.code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    [k] = kp.create_partitions({"": KpNewPartitions(3)}, validate_only=True, raise_errors=False).results
+    assert (k.error_code, k.error_message) == grpc_answer(want.error)
+    futures = ck.create_partitions([CkNewPartitions("", 3)], validate_only=True, request_timeout=10)
+    assert ck_same(ck_answer(futures[""]), grpc_answer(want.error))
+
+    # ElectLeaders: the valid partition beside them is answered as usual
+    asked = [("", 0), (TOPIC, -1), (TOPIC, 0)]
+    want_elect = {(r.topic, r.partition): grpc_answer(r.error) for r in live.run(controller.elect_leaders(0, asked))}
+    assert [want_elect[p][0] for p in asked] == [3, 3, Errors.ELECTION_NOT_NEEDED]
+    answer = kp.elect_leaders(0, {"": [0], TOPIC: [-1, 0]}, raise_errors=False)
+    assert answer.error_code == 0
+    got = {
+        (t.topic, p.partition_id): (p.error_code, p.error_message)
+        for t in answer.replica_election_results
+        for p in t.partition_result
+    }
+    assert got == want_elect
+    with pytest.raises(ValueError, match="negative"):  # librdkafka's own check: never sent
+        ck.elect_leaders(CkElection.PREFERRED, [CkTopicPartition(TOPIC, -1)])
+    sendable = [("", 0), (TOPIC, 0)]
+    results = ck.elect_leaders(CkElection.PREFERRED, [CkTopicPartition(t, p) for t, p in sendable]).result(10)
+    got = {(tp.topic, tp.partition): (tp.error.code(), tp.error.str()) for tp in results}
+    assert got.keys() == set(sendable) and all(ck_same(got[tp], want_elect[tp]) for tp in sendable)
+
+    # AlterPartitionReassignments (kafka-python)
+    moves = [ReassignableTopic("", (ReassignablePartition(0, (101, 102)),))]
+    moves.append(ReassignableTopic(TOPIC, (ReassignablePartition(-1, (101, 102)),)))
+    want_moves = {
+        (t.name, p.partition_index): p.error.code
+        for t in live.run(controller.alter_partition_reassignments(moves))
+        for p in t.partitions
+    }
+    got_moves = kp.alter_partition_reassignments(
+        {KpTopicPartition("", 0): [101, 102], KpTopicPartition(TOPIC, -1): [101, 102]}
+    )
+    assert (
+        {(tp.topic, tp.partition): e.errno for tp, e in got_moves.items()}
+        == want_moves
+        == {
+            ("", 0): Errors.UNKNOWN_TOPIC_OR_PARTITION,
+            (TOPIC, -1): Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        }
+    )
+    listed = kp.list_partition_reassignments([KpTopicPartition("", 0), KpTopicPartition(TOPIC, -1)])
+    assert listed == {}
+    assert partitions_of(live) == TOPIC_PARTITIONS
