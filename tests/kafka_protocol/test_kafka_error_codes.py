@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import ElectionType as CkElection
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import (
     AclBinding,
@@ -112,6 +112,21 @@ def grpc_answer(error: object) -> tuple[int, str | None]:
 def partitions_of(live: KafkaNode, topic: str = TOPIC) -> int:
     [described] = live.run(live.admin.describe_topics([topic]))
     return len(described.partitions)
+
+
+# -- Metadata --------------------------------------------------------------------------------------------------------
+
+
+def test_describe_an_unknown_topic(live: KafkaNode, kp: KafkaAdminClient, ck: CkAdmin) -> None:
+    [grpc] = live.run(live.admin.describe_topics(["ghost"]))
+    assert grpc.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    [k] = kp.describe_topics(["ghost"])
+    assert (k["name"], k["error_code"], k["partitions"]) == ("ghost", grpc.error_code, [])
+    with pytest.raises(KafkaException) as refused:
+        ck.describe_topics(TopicCollection(["ghost"]))["ghost"].result(10)
+    assert refused.value.args[0].code() == grpc.error_code
+    assert ck.list_topics(topic="ghost", timeout=10).topics["ghost"].error.code() == grpc.error_code
+    assert "ghost" not in {d.name for d in live.run(live.admin.describe_topics())}  # never auto-created
 
 
 # -- DeleteTopics ----------------------------------------------------------------------------------------------------
@@ -278,6 +293,42 @@ def test_incremental_alter_configs_codes(
     assert ck_same(ck_answer(future), want)
     [after] = live.run(live.admin.describe_configs([ConfigResource(TOPIC_RES, TOPIC)]))
     assert {c.name: c.value for c in after.configs}["retention.ms"] == "604800000"  # nothing written
+
+
+def test_a_config_resource_named_twice(live: KafkaNode, kp: KafkaAdminClient, ck: CkAdmin) -> None:
+    """INVALID_REQUEST "Duplicate resource." once, nothing applied, as gRPC and Kafka's controller answer it, for
+    IncrementalAlterConfigs and the legacy AlterConfigs. librdkafka refuses the incremental one itself (_INVALID_ARG,
+    -186, never sent) but sends the legacy one."""
+    twice = [AlterConfigsResource(TOPIC_RES, TOPIC, (AlterableConfig("retention.ms", AlterConfigOp.SET, "1000"),))] * 2
+    [grpc] = live.run(live.admin.incremental_alter_configs(twice))
+    want = grpc_answer(grpc.error)
+    assert want == (Errors.INVALID_REQUEST, "Duplicate resource.")
+    [legacy] = live.run(live.admin.alter_configs({ConfigResource(TOPIC_RES, TOPIC): {"retention.ms": "1000"}}))
+    assert not legacy.error.failed  # a dict cannot name it twice: the raw call
+    request = pb.AlterConfigsRequest(timeout_ms=10_000)
+    for _ in range(2):
+        request.resources.add(resource_type=TOPIC_RES, resource_name=TOPIC).configs.add(name="retention.ms", value="5")
+    [legacy_twice] = live.run(live.admin._call("AlterConfigs", request)).responses
+    assert (legacy_twice.error_code, legacy_twice.error_message) == want
+    for incremental in (True, False):
+        answer = kp.alter_configs(
+            [KpConfigResource("TOPIC", TOPIC, configs={"retention.ms": "5"})] * 2,
+            raise_on_unknown=False,
+            incremental=incremental,
+        )
+        assert answer == {"topic": {TOPIC: f"[Error 42] InvalidRequestError: {want[1]}"}}
+    entries = [ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.SET)]
+    resource = CkConfigResource(CkConfigResource.Type.TOPIC, TOPIC, incremental_configs=entries)
+    [future] = ck.incremental_alter_configs([resource, resource], request_timeout=10).values()
+    assert ck_answer(future)[0] == KafkaError._INVALID_ARG
+    resource = CkConfigResource(CkConfigResource.Type.TOPIC, TOPIC, set_config={"retention.ms": "5"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # alter_configs is deprecated: still sent by some
+        [future] = ck.alter_configs([resource, resource], request_timeout=10).values()
+    assert ck_answer(future) == want
+    [after] = live.run(live.admin.describe_configs([ConfigResource(TOPIC_RES, TOPIC)]))
+    assert {c.name: c.value for c in after.configs}["retention.ms"] == "1000"
+    live.run(live.admin.alter_configs({ConfigResource(TOPIC_RES, TOPIC): {}}))  # back to no dynamic config
 
 
 # -- DescribeConfigs -------------------------------------------------------------------------------------------------
