@@ -2,10 +2,11 @@
 
 One request at a time per connection, answered in the order sent (Kafka's broker mutes a connection while its
 request is served, so pipelined requests are answered in order). A frame that cannot be a request — a negative size,
-one above ``socket.request.max.bytes``, an unknown api key, a version of an API other than ApiVersions that we do not
-serve, a truncated or malformed header or body — closes that connection after one ``kafka_frame_refused`` log line,
-and changes nothing: the frame is refused before any handler runs. An ApiVersions request at a version we do not
-know is answered at v0 with UNSUPPORTED_VERSION and our ranges (KIP-511).
+one above ``socket.request.max.bytes``, an api key Kafka does not define, a truncated or malformed header or body —
+closes that connection after one ``kafka_frame_refused`` log line, and changes nothing: the frame is refused before
+any handler runs. A request of a Kafka API we do not serve, or at a version we do not serve, is answered as KIP-511
+answers an ApiVersions request at a version it does not know: ApiVersions v0 with UNSUPPORTED_VERSION and our
+ranges, and the connection stays open.
 
 With the node on TLS (``security.protocol=SSL``) this is an SSL listener (Kafka's ``CONTROLLER://`` listener with
 the ``ssl.*`` settings): each connection handshakes with the node's own certificate, taken afresh from the files for
@@ -37,7 +38,6 @@ import structlog
 from pykraft.kafka import apis  # noqa: F401  (registers every API)
 from pykraft.kafka.apis.api_versions import ApiVersionsResponse, supported_versions
 from pykraft.kafka.protocol import (
-    API_VERSIONS_KEY,
     DEFAULT_MAX_REQUEST_BYTES,
     decode_request_header,
     peek_header,
@@ -67,7 +67,9 @@ DEFAULT_MAX_CONNECTIONS_PER_IP = MAX_CONNECTIONS // 4
 DEFAULT_QUEUED_MAX_REQUEST_BYTES = 256 * 1024 * 1024
 HANDSHAKE_TIMEOUT_S = HANDSHAKE_TIMEOUT_MS / 1000  # as the gRPC listeners'
 REFUSAL_LOG_INTERVAL_S = 1.0  # a flood of refused connections logs one line a second, with the count since the last
-UNSUPPORTED = -1  # the version counted for an ApiVersions request at a version we do not know
+UNSUPPORTED = -1  # the version counted for a request at a version (or of an API) we do not serve
+# Kafka 4.1 defines api keys 0-92 (the last, DeleteShareGroupOffsets): a key past them is no Kafka request at all
+MAX_KAFKA_API_KEY = 92
 
 
 @dataclass
@@ -332,15 +334,20 @@ class KafkaListener:
         except DecodeError as e:
             raise FrameRefused("header", str(e)) from None
         api = APIS.get(api_key)
-        if api is None:
+        if api is None and not 0 <= api_key <= MAX_KAFKA_API_KEY:
             raise FrameRefused("api_key", f"unknown api key {api_key} (version {version})")
-        if not api.supports(version):
-            if api_key == API_VERSIONS_KEY:  # KIP-511: answer at v0 with our ranges, whatever the body
-                # one series for every unknown version: a client's choice must not grow the metrics
-                self._count("ApiVersions", UNSUPPORTED, Errors.UNSUPPORTED_VERSION, 0.0)
-                body = ApiVersionsResponse.encode(supported_versions(Errors.UNSUPPORTED_VERSION), 0)
-                return response_frame(correlation_id, body, 0)
-            raise FrameRefused("version", f"{api.name} v{version} is not served (v{api.min_version}-{api.max_version})")
+        if api is None or not api.supports(version):
+            # KIP-511's answer: ApiVersions v0 with UNSUPPORTED_VERSION and our ranges, whatever the body. Kafka gives
+            # it to an ApiVersions request only and closes the connection on any other API or version it does not
+            # serve; we give it to every request of a Kafka API we do not serve (or not at that version), and keep
+            # the connection: a client that negotiated never sends one, and one that did not learns our ranges.
+            name = api.name if api is not None else f"ApiKey{api_key}"
+            # one series per API for every unknown version: a client's choice must not grow the metrics
+            self._count(name, UNSUPPORTED, Errors.UNSUPPORTED_VERSION, 0.0)
+            # DEBUG: the connection stays open, so a line per request at INFO would let one client fill the disk
+            log.debug("kafka_request_unsupported", peer=peer, api=name, version=version, correlation_id=correlation_id)
+            body = ApiVersionsResponse.encode(supported_versions(Errors.UNSUPPORTED_VERSION), 0)
+            return response_frame(correlation_id, body, 0)
         flexible = api.request.is_flexible(version)
         try:
             header, pos = decode_request_header(frame, flexible)

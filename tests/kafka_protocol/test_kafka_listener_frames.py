@@ -1,5 +1,5 @@
-"""Frames that are no request — sizes out of range, truncated headers and bodies, unknown api keys, versions we do
-not serve, hostile array counts, random bytes — close their connection after one log line, and nothing else
+"""Frames that are no request — sizes out of range, truncated headers and bodies, api keys Kafka does not define,
+hostile array counts, random bytes — close their connection after one log line, and nothing else
 happens: the node answers the next client, nothing is written to the metadata log, memory stays bounded. Also the
 listener's metrics and its settings."""
 
@@ -16,7 +16,7 @@ import pytest
 from kafka_helpers import KafkaNode, kafka_node, raw_connection, raw_request, raw_response, read_frame
 from prometheus_client import CollectorRegistry, generate_latest
 
-from pykraft.kafka.apis.api_versions import ApiVersionsRequest
+from pykraft.kafka.apis.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from pykraft.kafka.apis.create_topics import CreateTopicsRequest
 from pykraft.kafka.metrics import KafkaListenerCollector
 from pykraft.kafka.protocol import RequestHeader, encode_request
@@ -62,8 +62,6 @@ def test_bad_frames_close_the_connection_and_change_nothing(live: KafkaNode) -> 
         "size above socket.request.max.bytes": struct.pack(">i", MAX_REQUEST + 1) + b"x" * 100,
         "header shorter than 8 bytes": struct.pack(">i", 4) + b"\x00\x12\x00\x00",
         "unknown api key": encode_request(RequestHeader(9999, 0, 1, "fuzz", 1), b""),
-        "known Kafka api we do not serve (Produce)": encode_request(RequestHeader(0, 9, 1, "fuzz", 2), b"\x00" * 20),
-        "Metadata at v99": encode_request(RequestHeader(3, 99, 1, "fuzz", 2), b"\x00"),
         "client id past the end": struct.pack(">ihhih", 12, 3, 1, 1, 500) + b"ab",
         "CreateTopics v4 truncated body": create_topics_frame(4, valid_v4[:-3]),
         "CreateTopics v7 truncated body": create_topics_frame(7, valid_v7[:-1]),
@@ -80,6 +78,28 @@ def test_bad_frames_close_the_connection_and_change_nothing(live: KafkaNode) -> 
     still_serving(live)
     assert live.controller.committed_offset == before  # not one record written
     assert sum(live.listener.stats.refused.values()) - refused_before == len(cases) + 1
+
+
+def test_apis_and_versions_we_do_not_serve_get_unsupported_version_and_keep_the_connection(live: KafkaNode) -> None:
+    """A Kafka API we do not serve (Produce), or one we serve at a version we do not (Metadata v99, ApiVersions v99),
+    is answered as KIP-511 answers ApiVersions: v0, UNSUPPORTED_VERSION, our ranges; the next request on the same
+    connection is served. A key Kafka does not define is no request: that connection is closed."""
+    before = live.controller.committed_offset
+    unserved = [(0, 9, 2, b"\x00" * 20), (3, 99, 2, b"\x00"), (18, 99, 2, b""), (19, -1, 1, b"")]
+    with raw_connection(live.bootstrap) as sock:
+        for correlation_id, (api_key, version, header_version, body) in enumerate(unserved, start=40):
+            sock.sendall(encode_request(RequestHeader(api_key, version, correlation_id, "old", header_version), body))
+            frame = read_frame(sock)
+            assert frame is not None, (api_key, version)
+            assert struct.unpack_from(">i", frame)[0] == correlation_id  # response header v0: the id alone
+            answer = ApiVersionsResponse.decode(frame[4:], 0)
+            assert answer.error_code == 35  # UNSUPPORTED_VERSION
+            ranges = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
+            assert ranges[18] == (0, 3) and ranges[3][0] == 0 and 0 not in ranges
+        raw_request(sock, 18, 3, ApiVersionsRequest.encode(ApiVersionsRequest.cls(), 3), correlation_id=50)
+        assert raw_response(sock, 18, 3)[0] == 50
+    assert closed_after(live, encode_request(RequestHeader(9999, 0, 1, "fuzz", 1), b""))
+    assert live.controller.committed_offset == before
 
 
 def test_random_frames_never_crash_or_write(live: KafkaNode) -> None:
