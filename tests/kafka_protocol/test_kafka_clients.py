@@ -159,15 +159,32 @@ def test_describe_cluster_through_both_clients(live: KafkaNode, kp: KafkaAdminCl
     kd = kp.describe_cluster()
     assert (kd["cluster_id"], kd["controller_id"]) == (grpc.cluster_id, grpc.controller_id)
     assert sorted((b["broker_id"], b["rack"]) for b in kd["brokers"]) == want
-    # librdkafka builds describe_cluster from a Metadata answer, whose "brokers" are the controllers' Kafka
-    # listeners (the brokers' registered listeners do not speak Kafka's protocol): the controller it talks to
+    # librdkafka builds describe_cluster from a Metadata answer, whose "brokers" are the controller's Kafka
+    # listener (the brokers' registered listeners do not speak Kafka's protocol) under its own id and under each
+    # unfenced registered broker's: here brokers 2 and 3 (1 is the controller's id in this fake cluster, 4 is fenced)
+    at = ("127.0.0.1", live.listener.port)
     cd = ck.describe_cluster(request_timeout=10).result(10)
     assert cd.cluster_id == grpc.cluster_id and cd.controller.id == grpc.controller_id == 1
-    assert [(n.id, n.host, n.port) for n in cd.nodes] == [(1, "127.0.0.1", live.listener.port)]
+    assert sorted((n.id, n.host, n.port) for n in cd.nodes) == [(i, *at) for i in (1, 2, 3)]
     md = ck.list_topics(timeout=10)
-    assert md.controller_id == 1 and {b.id: (b.host, b.port) for b in md.brokers.values()} == {
-        1: ("127.0.0.1", live.listener.port)
-    }
+    assert md.controller_id == 1 and {b.id: (b.host, b.port) for b in md.brokers.values()} == {i: at for i in (1, 2, 3)}
+
+
+def test_a_registered_brokers_configs_through_both_clients(live: KafkaNode, kp: KafkaAdminClient, ck: CkAdmin) -> None:
+    """Both clients send a BROKER resource's requests to the node of that id: Metadata names broker 2 at the
+    controller's listener, so its configs are changed and described there, as gRPC sees them."""
+
+    def grpc_value() -> str | None:
+        [result] = live.run(live.admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "2")]))
+        return {c.name: c.value for c in result.configs}.get("leader.replication.throttled.rate")
+
+    entries = [ConfigEntry("leader.replication.throttled.rate", "7000", incremental_operation=AlterConfigOpType.SET)]
+    [future] = ck.incremental_alter_configs([CkConfigResource("BROKER", "2", incremental_configs=entries)]).values()
+    assert future.result(10) is None and grpc_value() == "7000"
+    [future] = ck.describe_configs([CkConfigResource("BROKER", "2")], request_timeout=10).values()
+    assert future.result(10)["leader.replication.throttled.rate"].value == "7000"
+    kp.alter_configs([KpConfigResource("BROKER", "2", configs={"leader.replication.throttled.rate": "8000"})])
+    assert grpc_value() == "8000"
 
 
 def _kp_topic(t: NewTopic) -> KpNewTopic:

@@ -5,7 +5,9 @@ Answered through the gRPC service's DescribeTopics (the same reads, the same aut
 not DESCRIBE are left out of a listing and refused by name). A missing name is UNKNOWN_TOPIC_OR_PARTITION; topics are
 never created automatically. The "brokers" are the controllers' Kafka listeners — as Kafka's controller answers
 KIP-919 clients — because the brokers' registered listeners do not speak Kafka's protocol here: the active
-controller's alone when it is known, so every later request goes there; this node's when no leader is known.
+controller's when it is known, so every later request goes there; this node's when no leader is known. The
+unfenced registered brokers are listed too, each at that same listener, so that a request a client sends to a
+broker by its id (its configs) reaches the controller that answers it.
 """
 
 from __future__ import annotations
@@ -117,6 +119,12 @@ async def handle(ctx: RequestContext, request: object, version: int) -> object:
     if shown in listeners:
         host, port = listeners[shown]
         brokers.append(_Broker.cls(node_id=shown, host=host, port=port))
+        # The unfenced registered brokers, at that same listener: a client sends a broker's own requests (its
+        # configs: DescribeConfigs / IncrementalAlterConfigs of BROKER 101) to the node of that id, and the
+        # controller is what answers them here; the partitions' leaders and replicas then name known nodes too.
+        for b in sorted(controller.cluster.brokers.committed().values()):
+            if not b.fenced and b.id != shown:
+                brokers.append(_Broker.cls(node_id=b.id, host=host, port=port, rack=b.rack))
     return MetadataResponse.cls(
         brokers=brokers,
         cluster_id=ctx.info.cluster_id,
