@@ -82,7 +82,7 @@ bench-peers: $(STAMP)
 ## make bench-kafka — CreateTopics through the controllers' Kafka listener beside gRPC on one fresh 3-controller
 ## cluster: pykraft's AdminClient, confluent-kafka's (librdkafka) and raw frames, 1 and 16 callers, 1 and 100 topics
 ## per request, rounds alternating; topics/s, Kafka/gRPC ratios, the active controller's CPU seconds (~3 min;
-## `benchmarks/kafka_listener.py --quick`: ~40 s)
+## `benchmarks/kafka_listener.py --quick`: ~35 s)
 bench-kafka: $(STAMP)
 	$(PY) benchmarks/kafka_listener.py
 
