@@ -266,6 +266,7 @@ class Struct:
             raise ValueError(f"{name}: duplicate tags")
         self.cls: type[ApiMessage] = _make_class(self)
         self.flexible = (0, MAX_VERSION)  # set from the enclosing Message's flexibleVersions
+        self._flexible_set = False
         self._decoders: dict[int, Callable[[bytes, int], tuple[Any, int]]] = {}
         self._encoders: dict[int, Callable[[Any, bytearray], None]] = {}
 
@@ -276,6 +277,11 @@ class Struct:
         return self.flexible[0] <= version <= self.flexible[1]
 
     def _set_flexible(self, flexible: tuple[int, int]) -> None:
+        # A struct's codecs are compiled for one message's flexible versions: two messages that disagree cannot
+        # share it (the second would silently re-encode the first's versions).
+        if self._flexible_set and self.flexible != flexible:
+            raise ValueError(f"{self.name} is already in a message with other flexible versions: give each its own")
+        self._flexible_set = True
         self.flexible = flexible
         for f in self.fields:
             t = f.type.element if isinstance(f.type, Array) else f.type

@@ -56,6 +56,15 @@ def test_tagged_fields_exist_only_in_flexible_versions() -> None:
         Probe.encode(msg, 1)
 
 
+def test_a_struct_serves_one_messages_flexible_versions() -> None:
+    """A struct's codecs are compiled for its message's flexible versions: a second message with other ones cannot
+    take it (it would re-encode the first's versions silently); one with the same ones may."""
+    with pytest.raises(ValueError, match="Item is already in a message with other flexible versions"):
+        Message("Other", [Field("Items", array(_Item))], versions="0-2", flexible="1+")
+    Message("Same", [Field("Items", array(_Item))], versions="0-2", flexible="2+")
+    assert Probe.decode(Probe.encode(Probe.cls(items=[_Item.cls(name="x", ids=[])]), 1), 1).items[0].name == "x"
+
+
 def test_hostile_array_count_fails_before_allocating() -> None:
     for version in (0, 1):
         with pytest.raises(DecodeError, match="claims 2147483647 elements"):
