@@ -7,6 +7,7 @@ every resource's error."""
 from __future__ import annotations
 
 from pykraft.api import controller_pb2 as pb
+from pykraft.kafka.apis.incremental_alter_configs import resource_responses
 from pykraft.kafka.registry import Api, RequestContext, register
 from quorum.log.message import BOOL, INT8, INT16, INT32, STRING, Field, Message, Struct, array
 
@@ -22,6 +23,7 @@ AlterConfigsRequest = Message(
     versions="0-2",
     flexible="2+",
 )
+# Fields as IncrementalAlterConfigs' (its own Struct all the same: a struct is compiled for one message's versions)
 _Response = Struct(
     "AlterConfigsResourceResponse",
     [
@@ -50,16 +52,7 @@ async def handle(ctx: RequestContext, request: object, version: int) -> object:
             if c.value is not None:
                 config.value = c.value
     answer = await ctx.service.AlterConfigs(grpc_request, ctx.call)
-    if answer.error_code:
-        answered = [(answer.error_code, answer.error_message, r.resource_type, r.resource_name) for r in req.resources]  # type: ignore[attr-defined]
-    else:
-        answered = [(r.error_code, r.error_message, r.resource_type, r.resource_name) for r in answer.responses]
-    return AlterConfigsResponse.cls(
-        responses=[
-            _Response.cls(error_code=code, error_message=message or None, resource_type=kind, resource_name=name)
-            for code, message, kind, name in answered
-        ]
-    )
+    return AlterConfigsResponse.cls(responses=resource_responses(answer, req.resources, _Response))  # type: ignore[attr-defined]
 
 
 register(Api(33, "AlterConfigs", AlterConfigsRequest, AlterConfigsResponse, handle, mutates=True))

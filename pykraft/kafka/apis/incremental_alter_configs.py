@@ -4,6 +4,8 @@ every resource's error."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pykraft.api import controller_pb2 as pb
 from pykraft.kafka.registry import Api, RequestContext, register
 from quorum.log.message import BOOL, INT8, INT16, INT32, STRING, Field, Message, Struct, array
@@ -23,7 +25,7 @@ IncrementalAlterConfigsRequest = Message(
     versions="0-1",
     flexible="1+",
 )
-_Response = Struct(
+ResourceResponse = Struct(
     "AlterConfigsResourceResponse",
     [
         Field("ErrorCode", INT16),
@@ -34,7 +36,7 @@ _Response = Struct(
 )
 IncrementalAlterConfigsResponse = Message(
     "IncrementalAlterConfigsResponse",
-    [Field("ThrottleTimeMs", INT32), Field("Responses", array(_Response))],
+    [Field("ThrottleTimeMs", INT32), Field("Responses", array(ResourceResponse))],
     api_key=44,
     versions="0-1",
     flexible="1+",
@@ -51,29 +53,26 @@ async def handle(ctx: RequestContext, request: object, version: int) -> object:
             if c.value is not None:
                 config.value = c.value
     answer = await ctx.service.IncrementalAlterConfigs(grpc_request, ctx.call)
+    return IncrementalAlterConfigsResponse.cls(responses=resource_responses(answer, req.resources))  # type: ignore[attr-defined]
+
+
+def resource_responses(answer: Any, resources: list[Any], struct: Struct = ResourceResponse) -> list[Any]:
+    """A resource response per resource answered (both alter-configs APIs, each with its own ``struct``: a struct's
+    codec is compiled for one message's flexible versions): a request-level refusal of the gRPC answer is each
+    resource's error, in the request's order."""
     if answer.error_code:
-        return IncrementalAlterConfigsResponse.cls(
-            responses=[
-                _Response.cls(
-                    error_code=answer.error_code,
-                    error_message=answer.error_message or None,
-                    resource_type=r.resource_type,
-                    resource_name=r.resource_name,
-                )
-                for r in req.resources  # type: ignore[attr-defined]
-            ]
+        answered = [(answer.error_code, answer.error_message, r) for r in resources]
+    else:
+        answered = [(r.error_code, r.error_message, r) for r in answer.responses]
+    return [
+        struct.cls(
+            error_code=code,
+            error_message=message or None,
+            resource_type=r.resource_type,
+            resource_name=r.resource_name,
         )
-    return IncrementalAlterConfigsResponse.cls(
-        responses=[
-            _Response.cls(
-                error_code=r.error_code,
-                error_message=r.error_message or None,
-                resource_type=r.resource_type,
-                resource_name=r.resource_name,
-            )
-            for r in answer.responses
-        ]
-    )
+        for code, message, r in answered
+    ]
 
 
 register(
