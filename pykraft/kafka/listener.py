@@ -47,6 +47,7 @@ from pykraft.kafka.protocol import (
 from pykraft.kafka.registry import APIS, CallContext, ConnectionAbort, ListenerInfo, RequestContext
 from pykraft.security.principal import NoMatchingRule, principal_from_auth_context
 from quorum.errors import Errors
+from quorum.fault import spawn
 from quorum.histogram import Histogram
 from quorum.log.message import DecodeError, EncodeError
 from quorum.transport.peer import HANDSHAKE_TIMEOUT_MS, MAX_CONNECTIONS
@@ -151,7 +152,7 @@ class KafkaListener:
             sock.close()
             raise
         self._sock = sock
-        self._accepting = asyncio.create_task(self._accept(sock), name="kafka-accept")
+        self._accepting = spawn(self._accept(sock), name="kafka-accept", on_error=_accept_failed)
 
     async def stop(self) -> None:
         if self._accepting is not None:
@@ -187,7 +188,7 @@ class KafkaListener:
             self._per_ip[host] += 1
             self.stats.connections += 1
             self.stats.connections_total += 1
-            task = asyncio.create_task(self._serve_socket(conn, host, port))
+            task = spawn(self._serve_socket(conn, host, port), name=f"kafka-{host}:{port}", on_error=_serve_failed)
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
 
@@ -401,3 +402,13 @@ def _first_error(response: object) -> int:
             if code:
                 return int(code)
     return 0
+
+
+def _accept_failed(e: BaseException) -> None:
+    # _accept catches what an accept raises; ending anyway is our bug, and the port no longer takes connections
+    log.error("kafka_accept_stopped", error=f"{type(e).__name__}: {e}")
+
+
+def _serve_failed(e: BaseException) -> None:
+    # _serve_socket ends its connection on any exception it sees; one escaping it is our bug, logged, not fatal
+    log.error("kafka_connection_failed", error=f"{type(e).__name__}: {e}")
