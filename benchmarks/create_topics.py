@@ -369,7 +369,9 @@ def tls_phase(base: Path, tls: bool, clients: int, duration: float) -> dict:
         for broker_id, port in zip(TLS_BROKERS, free_ports(len(TLS_BROKERS)), strict=True):
             log = (root / f"broker-{broker_id}.log").open("ab")
             command = [sys.executable, "-m", "pykraft", "broker", "--broker-id", str(broker_id), "--bootstrap-server",
-                       bootstrap, "--listener", f"127.0.0.1:{port}", *settings(f"broker-{broker_id}")]  # fmt: skip
+                       bootstrap, "--listener", f"127.0.0.1:{port}", "--controller-quorum-voters", cluster.voters,
+                       "--metadata-dir", str(root / f"broker-{broker_id}" / "metadata"),
+                       *settings(f"broker-{broker_id}")]  # fmt: skip
             brokers.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
 
         async def measure() -> dict:
@@ -448,6 +450,13 @@ def run(args: argparse.Namespace) -> int:
                         f"rack-{j % 3 + 1}",
                         "--bootstrap-server",
                         bootstrap,
+                        # Raft observers with their own image, as `cluster up` starts them: a broker without one
+                        # polls every topic's description each heartbeat, seconds of the leader's time per poll at
+                        # tens of thousands of topics (a hidden load that slowed later phases and cost elections).
+                        "--controller-quorum-voters",
+                        cluster.voters,
+                        "--metadata-dir",
+                        str(root / f"broker-{101 + j}" / "metadata"),
                     ],
                     stdout=log,
                     stderr=subprocess.STDOUT,
