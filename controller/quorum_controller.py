@@ -584,9 +584,9 @@ class QuorumController:
         self._renounce(f"fatal fault: {message}")
         raise KafkaError(f"the controller stopped after a fatal fault: {message}", Errors.UNKNOWN_SERVER_ERROR)
 
-    def _read(self, respond: Callable[[], T]) -> Any:
-        if self.settings.serve_local_reads and not self.active:
-            return respond()  # committed state only: a broker's image has nothing uncommitted
+    def _read(self, respond: Callable[[], T], local: bool = False) -> Any:
+        if (local or self.settings.serve_local_reads) and not self.active:
+            return respond()  # committed state only: a broker's image or a standby has nothing uncommitted
         self._check_active()
         pending = self.purgatory.highest_pending_offset
         if pending is None:
@@ -673,8 +673,11 @@ class QuorumController:
         out += [TopicResult(name, error) for name, error in early.items()]
         return out
 
-    async def describe_topics(self, names: list[str] | None, timeout_ms: int | None = 30_000) -> list[TopicDescription]:
-        """Committed topics (all, or the ones named), with their partitions and configs."""
+    async def describe_topics(
+        self, names: list[str] | None, timeout_ms: int | None = 30_000, *, local: bool = False
+    ) -> list[TopicDescription]:
+        """Committed topics (all, or the ones named), with their partitions and configs. ``local``: a standby
+        answers from its own committed state too (Kafka's Metadata, which any controller answers from its image)."""
 
         def describe() -> list[TopicDescription]:
             topics = self.replication.topics.committed()
@@ -682,7 +685,7 @@ class QuorumController:
             wanted = sorted(by_name) if names is None else names
             return [self._describe_topic(name, by_name.get(name)) for name in wanted]
 
-        return await self._submit("describeTopics", lambda: self._read(describe), timeout_ms)
+        return await self._submit("describeTopics", lambda: self._read(describe, local), timeout_ms)
 
     def _describe_topic(self, name: str, topic: TopicInfo | None) -> TopicDescription:
         if topic is None:

@@ -112,7 +112,7 @@ class ControllerService(
         if not self.authorization.enabled:
             return OPEN
         ctl = self.controller
-        if controller_only and not ctl.active and not (read and ctl.settings.serve_local_reads):
+        if controller_only and not ctl.active and not (read and (ctl.settings.serve_local_reads or local(context))):
             raise NotControllerError(
                 f"node {ctl.node_id} is not the controller; the leader is node {ctl.leader.leader_id}",
                 ctl.leader.leader_id,
@@ -273,7 +273,11 @@ class ControllerService(
             if caller.enforced and names is not None:
                 visible = caller.allowed_names(Op.DESCRIBE, Res.TOPIC, names)
                 names = [n for n in names if n in visible]
-            described = await self.controller.describe_topics(names, timeout) if names is None or names else []
+            described = (
+                await self.controller.describe_topics(names, timeout, local=local(context))
+                if names is None or names
+                else []
+            )
             if caller.enforced and visible is None:  # every topic: those the caller may not DESCRIBE are left out
                 described = [d for d in described if caller.allowed(Op.DESCRIBE, Res.TOPIC, d.name, log_denied=False)]
             if visible is not None and len(described) < len(request.names):
@@ -452,6 +456,12 @@ class ControllerService(
             chatter=lambda: not changed,
             broker_id=request.broker_id,
         )
+
+
+def local(context: object) -> bool:
+    """The caller takes this node's committed state even on a standby: Kafka's Metadata, which any controller
+    answers from its own image (``CallContext.local_reads``); gRPC callers are sent to the controller."""
+    return getattr(context, "local_reads", False) is True
 
 
 def _refused(message: str) -> ApiError:

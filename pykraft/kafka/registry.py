@@ -62,6 +62,7 @@ class CallContext:
     An ``abort`` (a principal that cannot be named) ends the connection, as Kafka closes it."""
 
     kafka_request = True  # names are Kafka's: an empty one is no unset field (lifecycle_service.kafka_request)
+    local_reads = False  # Metadata sets it: a standby answers from its own committed state (service.local)
 
     def __init__(self, peer: str, client_id: str | None, auth: dict[str, list[bytes]] | None = None) -> None:
         self._peer = peer

@@ -2,7 +2,8 @@
 topics (ids, partitions, leaders, epochs, replicas, ISR, replicas on fenced brokers).
 
 Answered through the gRPC service's DescribeTopics (the same reads, the same authorization: topics the caller may
-not DESCRIBE are left out of a listing and refused by name). A missing name is UNKNOWN_TOPIC_OR_PARTITION; topics are
+not DESCRIBE are left out of a listing and refused by name), from this node's committed state on a standby too, as
+Kafka's controllers answer Metadata from their image. A missing name is UNKNOWN_TOPIC_OR_PARTITION; topics are
 never created automatically. The "brokers" are the controllers' Kafka listeners — as Kafka's controller answers
 KIP-919 clients — because the brokers' registered listeners do not speak Kafka's protocol here: the active
 controller's when it is known, so every later request goes there; this node's when no leader is known. The
@@ -102,11 +103,14 @@ async def handle(ctx: RequestContext, request: object, version: int) -> object:
     topics = []
     error = Errors.NONE
     if every or names:
+        # Any controller answers Metadata from its committed state, a standby included, as Kafka's do: a listing
+        # from a standby must not come back empty while the client takes it for the cluster's.
+        ctx.call.local_reads = True
         described = await ctx.service.DescribeTopics(pb.DescribeTopicsRequest(names=names), ctx.call)
         error = described.error_code
         if error == Errors.NONE:
             topics = [_topic(t) for t in described.topics]
-        else:  # a standby (NOT_CONTROLLER): the client asks the controller named below
+        else:  # a refusal of the whole request: each name gets it, and the client asks again
             topics = [_Topic.cls(error_code=Errors.LEADER_NOT_AVAILABLE, name=n) for n in names]
     for topic_id in unknown_ids:
         topics.append(
