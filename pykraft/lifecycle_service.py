@@ -353,30 +353,13 @@ class LifecycleServicer(ServicerPart):
     async def IncrementalAlterConfigs(
         self, request: pb.IncrementalAlterConfigsRequest, context: grpc.aio.ServicerContext
     ) -> pb.IncrementalAlterConfigsResponse:
-        async def call() -> pb.IncrementalAlterConfigsResponse:
-            resources = [
-                AlterConfigsResource(
-                    r.resource_type,
-                    r.resource_name,
-                    tuple(
-                        AlterableConfig(c.name, c.config_operation, c.value if c.HasField("value") else None)
-                        for c in r.configs
-                    ),
-                )
-                for r in request.resources
-            ]
-            out = pb.IncrementalAlterConfigsResponse()
-            await self._alter_configs(context, request, resources, out, self.controller.incremental_alter_configs)
-            return out
-
-        return await self._serve(
+        return await self._serve_alter_configs(
             "IncrementalAlterConfigs",
+            request,
+            context,
             pb.IncrementalAlterConfigsResponse,
-            call,
-            _summarize_config_changes,
-            resources=[f"{r.resource_type}:{r.resource_name}" for r in request.resources[:20]],
-            configs=[c.name for r in request.resources[:20] for c in r.configs][:40],
-            validate_only=request.validate_only,
+            lambda c: c.config_operation,
+            self.controller.incremental_alter_configs,
         )
 
     async def AlterConfigs(
@@ -384,26 +367,46 @@ class LifecycleServicer(ServicerPart):
     ) -> pb.AlterConfigsResponse:
         """Kafka's legacy AlterConfigs: each resource's dynamic configs replaced by the request's; the checks, codes
         and authorization (ALTER_CONFIGS) of IncrementalAlterConfigs."""
+        return await self._serve_alter_configs(
+            "AlterConfigs",
+            request,
+            context,
+            pb.AlterConfigsResponse,
+            lambda c: AlterConfigOp.SET,
+            self.controller.legacy_alter_configs,
+        )
 
-        async def call() -> pb.AlterConfigsResponse:
+    async def _serve_alter_configs(
+        self,
+        name: str,
+        request: pb.IncrementalAlterConfigsRequest | pb.AlterConfigsRequest,
+        context: grpc.aio.ServicerContext,
+        response_type: type[Any],
+        operation: Callable[[Any], int],
+        alter: Callable[..., Awaitable[list[ConfigResourceResult]]],
+    ) -> Any:
+        """Both alter-configs calls: the request's resources (each config's operation from ``operation``) through
+        ``alter``, logged alike."""
+
+        async def call() -> Any:
             resources = [
                 AlterConfigsResource(
                     r.resource_type,
                     r.resource_name,
                     tuple(
-                        AlterableConfig(c.name, AlterConfigOp.SET, c.value if c.HasField("value") else None)
+                        AlterableConfig(c.name, operation(c), c.value if c.HasField("value") else None)
                         for c in r.configs
                     ),
                 )
                 for r in request.resources
             ]
-            out = pb.AlterConfigsResponse()
-            await self._alter_configs(context, request, resources, out, self.controller.legacy_alter_configs)
+            out = response_type()
+            await self._alter_configs(context, request, resources, out, alter)
             return out
 
         return await self._serve(
-            "AlterConfigs",
-            pb.AlterConfigsResponse,
+            name,
+            response_type,
             call,
             _summarize_config_changes,
             resources=[f"{r.resource_type}:{r.resource_name}" for r in request.resources[:20]],
