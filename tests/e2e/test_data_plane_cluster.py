@@ -155,8 +155,16 @@ async def test_a_paused_follower_is_shrunk_out_of_its_isrs_and_expands_back(pc: 
 
         paused.proc.send_signal(signal.SIGUSR1)
         await wait_topic(admin, pc, "102 back in every ISR", full_isrs, 15)
-        expands = [e for b in pc.brokers.values() for e in broker(pc, b.broker_id).events("isr_expand")]
-        assert {e["partition"] for e in expands if e["joining"] == 102} == followed
+
+        def expanded() -> set[int]:
+            expands = [e for b in pc.brokers.values() for e in broker(pc, b.broker_id).events("isr_expand")]
+            return {e["partition"] for e in expands if e["joining"] == 102}
+
+        # The controller's ISR can be seen before the leader's log line is written: give the lines a moment.
+        deadline = time.monotonic() + 5
+        while expanded() != followed and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert expanded() == followed
 
 
 async def test_kill_restart_rejoin_and_preferred_leaders(pc: ProcessCluster, tmp_path: Path) -> None:
