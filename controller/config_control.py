@@ -286,6 +286,10 @@ class ConfigControl:
         per_broker = dict(view.get((BROKER_RESOURCE, str(broker)), ())) if broker is not None else {}
         return per_broker, dict(view.get((BROKER_RESOURCE, ""), ())), self.static
 
+    def release(self) -> None:
+        """Forget the cached effective values: this state is being replaced (QuorumController._release_state)."""
+        self._cache.clear()
+
     def _cached(self, key: tuple[str, str, Any]) -> Any:
         if self._cache_version != self.configs.version:
             self._cache.clear()

@@ -47,6 +47,10 @@ class Shared:
         self.tuples: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.registrations: dict[PartitionRegistration, PartitionRegistration] = {}
 
+    def clear(self) -> None:
+        self.tuples.clear()
+        self.registrations.clear()
+
     def tuple_of(self, values: Any) -> tuple[Any, ...]:
         t = tuple(values)
         shared = self.tuples.get(t)
@@ -151,6 +155,12 @@ class PartitionRecordReplay:
         # same bytes read otherwise in another): most bodies repeat.
         self._bodies: tuple[dict[bytes, PartitionRegistration], ...] = ({}, {})
         self._changes: dict[bytes, tuple[tuple[int, ...] | None, int, int] | None] = {}  # change body -> decoded
+
+    def release(self) -> None:
+        """Forget the decoded bodies: the state this replays into is being thrown away."""
+        for bodies in self._bodies:
+            bodies.clear()
+        self._changes.clear()
 
     def apply(self, value: bytes) -> bool:
         """Replay ``value`` if it is a PartitionRecord or PartitionChangeRecord this path reads; False (nothing

@@ -270,6 +270,10 @@ class QuorumController:
             for value in vars(owner).values():
                 if isinstance(value, TimelineDict):
                     value.release()
+        # Caches beside the maps, up to tens of thousands of entries each: freed with the cycle, i.e. never.
+        r.shared.clear()
+        r.partition_records.release()
+        self.configs.release()
 
     def start(self) -> None:
         self.queue.start()

@@ -188,9 +188,11 @@ class TimelineDict(MutableMapping[K, V], Generic[K, V]):
         return self._committed
 
     def release(self) -> None:
-        """Drop every value (committed and pending) without noting changes: the map is being thrown away."""
-        self._committed = {}
-        self._pending = {}
+        """Drop every value (committed and pending) without noting changes: the map is being thrown away. Emptied in
+        place: a reader that kept the committed dict itself (the PartitionRecord fast path does) would otherwise
+        keep every key and value alive, and its owner is in a cycle that a node freezes (pykraft/gc_pauses.py)."""
+        self._committed.clear()
+        self._pending.clear()
         self._watched = None
         self.version += 1
         self.loads += 1
