@@ -19,12 +19,13 @@ while its leader has more than one answer carries, else every replica.fetch.wait
 a throttled replica's quota refills); after a failure it backs off replica.fetch.backoff.ms. Its fetches go in
 incremental fetch sessions (:mod:`pykraft.replica.fetch_session`): an idle partition costs nothing per fetch.
 
-With the metadata the broker also reads the throttle configs (``describe_configs``, from the image or the
-controller): its own BROKER resource (``leader/follower.replication.throttled.rate``: the effective value,
-per-broker, else the cluster default, else unthrottled) and, only for topics where it holds a replica out of the ISR
-or under reassignment, the TOPIC resources' ``leader/follower.replication.throttled.replicas``. From the controller
-they are read at every poll; from the image whenever the configs or the partitions changed. A change takes effect
-then, and is logged.
+With the metadata the broker also reads the throttle configs: its own BROKER resource
+(``leader/follower.replication.throttled.rate``: the effective value, per-broker, else the cluster default, else
+unthrottled) and, only for topics where it holds a replica out of the ISR or under reassignment, the TOPIC
+resources' ``leader/follower.replication.throttled.replicas``. From the controller (``describe_configs``) they are
+read at every poll; from the image in place (:mod:`pykraft.replica.throttle_configs`), and only what may have
+changed: everything when the configs changed, else the topics newly watched. A change takes effect then, and is
+logged.
 
 The fetch listener also answers DescribeReplicas: the replicas held here, their sizes and state;
 :func:`describe_replicas` is its client.
@@ -58,6 +59,7 @@ from pykraft.replica.throttle import (
     TOPIC_KEYS,
     parse_rate,
 )
+from pykraft.replica.throttle_configs import ThrottleConfigReader
 from pykraft.security.channels import ClientTls, aio_channel
 from pykraft.security.peer_identity import ReplicaCheck, broker_name, replica_authenticator
 from pykraft.security.tls import ClientAuth, ReloadingServerCredentials, TlsSettings
@@ -269,6 +271,7 @@ class DataPlane:
         self.check_replica = replica_authenticator(tls.mapper()) if tls is not None and required else None
         self.check_describe: DescribeCheck | None = None  # set by the agent when its image authorizes requests
         self.image = ImageMetadata(image, broker_id) if image is not None else None
+        self.throttle_reader = ThrottleConfigReader(image, broker_id) if image is not None else None
         self.listener = listener
         self.admin = admin
         self.broker_epoch = broker_epoch
@@ -398,14 +401,14 @@ class DataPlane:
         return changed
 
     async def _describe_configs(self, resources: list[ConfigResource]) -> list[DescribeConfigsResult]:
-        timeout_ms = self.metadata_interval_ms * 5
-        if self.image is not None:
-            return await self.image.image.describe_configs(resources, timeout_ms=timeout_ms)
-        return await self.admin.describe_configs(resources, timeout_ms=timeout_ms)
+        return await self.admin.describe_configs(resources, timeout_ms=self.metadata_interval_ms * 5)
 
     async def poll_configs(self) -> None:
         """Read the throttle configs: this broker's rates and, for topics where something moves, the throttled
         replicas. A failure keeps what was known (one warning until it works again)."""
+        if self.throttle_reader is not None:
+            await self._read_image_configs(self.throttle_reader)
+            return
         resources = [ConfigResource(ConfigResourceType.BROKER, str(self.broker_id), BROKER_KEYS)]
         resources += [
             ConfigResource(ConfigResourceType.TOPIC, t, TOPIC_KEYS) for t in sorted(self.manager.topics_to_watch())
@@ -422,6 +425,19 @@ class DataPlane:
         self._configs_failing = False
         self.config_polls += 1
         self.apply_configs(results)
+
+    async def _read_image_configs(self, reader: ThrottleConfigReader) -> None:
+        """From the image, in place: only what may have changed since the last read (see throttle_configs). The
+        topics this broker holds values of are re-read too when the configs change, watched or not: none goes
+        stale (ReplicationThrottles.retain drops those of topics no longer held)."""
+        throttles = self.manager.throttles
+        known = throttles.leader_replicas.keys() | throttles.follower_replicas.keys()
+        reads = await reader.read(self.manager.topics_to_watch(), known)
+        self.config_polls += 1
+        if reads.rates is not None:
+            throttles.set_rates(*reads.rates, self.manager.clock())
+        for topic, leader, follower in reads.topics:
+            throttles.set_topic(topic, leader, follower)
 
     def apply_configs(self, results: Iterable[DescribeConfigsResult]) -> None:
         throttles = self.manager.throttles
