@@ -6,8 +6,9 @@ Metadata comes from one of two places:
 - the broker's own metadata image (``image``: the QuorumController its Raft observer feeds, see
   :mod:`broker.observer`), read in place (:class:`~pykraft.replica.image_metadata.ImageMetadata`): no RPC. It is
   looked at every :data:`IMAGE_POLL_INTERVAL_S`; after the first read only the partitions whose committed value
-  changed are read and applied (Kafka's metadata deltas), waiting longer after a costly read so that a huge change
-  leaves the loop to Raft and the heartbeats. Nothing is applied before the image holds this broker's own
+  changed are read and applied (Kafka's metadata deltas), in slices that yield to the loop. Never later than that:
+  a replica applied late is fetched late, and a leader shrinks followers that have not fetched a new partition
+  within replica.lag.time.max.ms. Nothing is applied before the image holds this broker's own
   registration (Kafka's brokers wait for their initial catch-up likewise): a log replayed from its start passes
   through states long gone.
 - without an image, the active controller: ``describe_cluster`` and ``describe_topics`` over gRPC every
@@ -74,7 +75,6 @@ log = structlog.get_logger("pykraft.replica")
 STATUS_INTERVAL_S = 30.0  # how often a data_plane_status line is logged
 MIN_REFRESH_GAP_S = 0.1  # metadata polls asked for by stale answers come at most this often
 IMAGE_POLL_INTERVAL_S = 0.1  # how often the local image is looked at (a few integer compares when unchanged)
-IMAGE_REBUILD_SHARE = 0.2  # at most this share of the loop's time goes to rebuilding from the image
 # An authorization check of a call (the caller may DESCRIBE the CLUSTER): None, or why it is refused.
 DescribeCheck = Callable[[grpc.aio.ServicerContext], Awaitable[str | None]]
 CHANNEL_OPTIONS = [
@@ -286,7 +286,6 @@ class DataPlane:
         self.manager.request_refresh = self._refresh.set
         self.metadata_polls = 0
         self.last_poll_ms = 0.0
-        self._image_cost_ms = 0.0  # the last rebuild from the image (0 once waited for)
         self.config_polls = 0
         self._configs_failing = False
         self._server: grpc.aio.Server | None = None
@@ -397,7 +396,7 @@ class DataPlane:
             self._sync_fetchers()
         if news.metadata or news.configs:  # the topics to watch follow the partitions' state
             await self.poll_configs()
-            self.last_poll_ms = self._image_cost_ms = (time.perf_counter() - started) * 1000
+            self.last_poll_ms = (time.perf_counter() - started) * 1000
         return changed
 
     async def _describe_configs(self, resources: list[ConfigResource]) -> list[DescribeConfigsResult]:
@@ -468,12 +467,8 @@ class DataPlane:
                 failing = False
                 if changed:
                     log.debug("metadata_applied", changed=changed, poll_ms=round(self.last_poll_ms, 1))
-            if self.image is not None:
-                # Looking at an unchanged image costs nothing; rebuilding a huge one does: wait in proportion.
-                wait = max(IMAGE_POLL_INTERVAL_S, self._image_cost_ms / 1000 / IMAGE_REBUILD_SHARE)
-                self._image_cost_ms = 0.0
-            else:
-                wait = self.metadata_interval_ms / 1000
+            # Looking at an unchanged image costs a few compares; a delta costs what changed, needed either way.
+            wait = IMAGE_POLL_INTERVAL_S if self.image is not None else self.metadata_interval_ms / 1000
             try:
                 await asyncio.wait_for(self._refresh.wait(), wait)
                 await asyncio.sleep(MIN_REFRESH_GAP_S)
