@@ -690,8 +690,12 @@ class RaftCore(SilentLeader, SnapshotFetching):
             if s.last_fetch_ms is not None and now - s.last_fetch_ms > OBSERVER_SESSION_TIMEOUT_MS:
                 del r.observers[observer]
         if now >= r.begin_epoch_resend_at:
+            # As Kafka's leader, every fetch.timeout/2: a voter that restarted (its data wiped, say) learns the
+            # leader from it, not at its election timeout through a refused pre-vote. Kafka sends it to every
+            # voter; one that fetched within that time knows the leader already, and is not prodded.
+            heard_since = now - self.config.fetch_timeout_ms // 2
             for voter, s in r.replicas.items():
-                if s.last_fetch_ms is None:
+                if s.last_fetch_ms is None or s.last_fetch_ms < heard_since:
                     self._send(
                         voter, BeginQuorumEpochRequest(self.cluster_id, self.id, r.epoch, self._next_correlation())
                     )

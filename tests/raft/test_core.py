@@ -198,3 +198,25 @@ def test_candidate_in_backoff_keeps_a_future_deadline() -> None:
         if core.role.name != "Candidate":
             break
     assert isinstance(core.role, Prospective) and now >= backoff_until  # the backoff ran its course
+
+
+def test_a_voter_silent_since_it_fetched_is_told_the_leader_again() -> None:
+    """Every fetch.timeout/2 the leader sends BeginQuorumEpoch to each voter it has not heard from within that time,
+    as Kafka's leader does (Kafka: to every voter), so that a voter that restarted with its data wiped learns the
+    leader then, not at its election timeout through a refused pre-vote. A voter that keeps fetching is not sent
+    one. (Once was: to voters that had never fetched in the epoch, which a restarted voter had.)"""
+    core, now = elected_leader()
+    core.handle(Envelope(3, 1, fetch_from(3, core, 1, correlation=8)), now)  # voter 3 fetched once, then fell silent
+    told: list[int] = []
+    end = now + 3 * CFG.fetch_timeout_ms
+    correlation = 100
+    while now < end:
+        now += CFG.fetch_max_wait_ms  # voter 2 fetches at every max wait, as an idle follower's long poll returns
+        correlation += 1
+        core.handle(Envelope(2, 1, fetch_from(2, core, core.log.end_offset, correlation)), now)
+        core.tick(now)
+        flush_now(core, now)
+        told += [e.destination for e in core.take_messages() if isinstance(e.message, BeginQuorumEpochRequest)]
+    assert core.is_leader
+    assert 2 not in told
+    assert told.count(3) >= 5, told  # one every fetch.timeout/2 once it has been silent that long
