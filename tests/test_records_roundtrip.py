@@ -185,7 +185,8 @@ HEADERS = st.lists(st.tuples(TEXT, st.one_of(st.none(), st.binary(max_size=20)))
 @st.composite
 def batches(draw):
     base_offset = draw(st.integers(0, 2**62))
-    extra = draw(st.lists(st.integers(1, INT32_MAX), max_size=6, unique=True))
+    # Offset deltas of one, two (64..8191: the parser reads those inline) and more varint bytes.
+    extra = draw(st.lists(st.one_of(st.integers(1, 9000), st.integers(1, INT32_MAX)), max_size=6, unique=True))
     deltas = [0, *sorted(extra)]  # compacted logs leave gaps
     records = [Record(base_offset + d, draw(TIMESTAMPS), draw(BLOBS), draw(BLOBS), draw(HEADERS)) for d in deltas]
     options = {

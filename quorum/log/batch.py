@@ -171,8 +171,8 @@ class RecordBatch:
 
 
 def _parse_records(data: bytes, pos: int, count: int, base_offset: int, base_ts: int) -> tuple[list[Record], int]:
-    # Hot loop: zig-zag varints are read inline when they fit one byte (KRaft's attributes, deltas, null key and
-    # empty headers always do), falling back to read_varint otherwise.
+    # Hot loop: zig-zag varints are read inline when they fit one byte (KRaft's attributes, timestamp deltas, null
+    # key and empty headers always do) or, for lengths and offset deltas, two; read_varint otherwise.
     rv = read_varint
     new = tuple.__new__
     out = []
@@ -181,6 +181,10 @@ def _parse_records(data: bytes, pos: int, count: int, base_offset: int, base_ts:
         if b < 0x80:
             length = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:  # 64..8191 bytes: most metadata records
+            raw = (b & 0x7F) | (data[pos + 1] << 7)
+            length = (raw >> 1) ^ -(raw & 1)
+            pos += 2
         else:
             length, pos = rv(data, pos)
         end = pos + length
@@ -196,6 +200,10 @@ def _parse_records(data: bytes, pos: int, count: int, base_offset: int, base_ts:
         if b < 0x80:
             offset_delta = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif data[pos + 1] < 0x80:  # the 65th to the 4096th record of a batch (a snapshot's hold thousands)
+            raw = (b & 0x7F) | (data[pos + 1] << 7)
+            offset_delta = (raw >> 1) ^ -(raw & 1)
+            pos += 2
         else:
             offset_delta, pos = rv(data, pos)
         if data[pos] == 1:  # null key
