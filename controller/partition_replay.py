@@ -149,12 +149,18 @@ class PartitionRecordReplay:
         self._topics = replication.topics.committed()
         self._partitions = replication.partitions
         self._parts = replication.partitions.committed()
+        self._put = self._partitions.__setitem__  # through the map: its version and watchers see each change
         self._track = replication.reassignments.track
         self._shared = replication.shared
         # The registration each record body (all but partition and topic id) decodes to, by record version (the
         # same bytes read otherwise in another): most bodies repeat.
         self._bodies: tuple[dict[bytes, PartitionRegistration], ...] = ({}, {})
         self._changes: dict[bytes, tuple[tuple[int, ...] | None, int, int] | None] = {}  # change body -> decoded
+
+    def bulk(self, loading: bool) -> None:
+        """While a snapshot loads into fresh state (TimelineDict.bulk_load: the map's version is bumped once and
+        its readers read everything again), write the committed dict itself: ~0.5 µs a partition less."""
+        self._put = self._parts.__setitem__ if loading else self._partitions.__setitem__
 
     def release(self) -> None:
         """Forget the decoded bodies: the state this replays into is being thrown away."""
@@ -189,7 +195,7 @@ class PartitionRecordReplay:
         index = _I32(value, 3)[0]
         key = (topic_id, index)
         before = self._parts.get(key)  # the committed value is the latest: nothing is pending
-        self._partitions[key] = p  # through the map, as the generic replay: its version and watchers see it
+        self._put(key, p)
         if p[5] or p[6] or (before is not None and (before[5] or before[6])):  # moving (removing, adding)
             self._track(topic_id, index, before, p)
         return True

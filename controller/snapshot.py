@@ -231,6 +231,7 @@ def load_records(controller: QuorumController, batches: Iterable[CommittedBatch]
     the number of records. Raises ValueError naming the record that cannot be applied."""
     replication = controller.replication
     replication.partitions.bulk_load()  # checks that nothing is pending: the fast path writes committed state
+    replication.partition_records.bulk(True)
     fast = replication.partition_records.apply  # nearly every record of a large snapshot
     replay = controller._replay
     count = 0
@@ -254,6 +255,7 @@ def load_records(controller: QuorumController, batches: Iterable[CommittedBatch]
                     raise ValueError(f"record {count + i} of the snapshot: {type(e).__name__}: {e}") from e
             count += len(values)
     finally:
+        replication.partition_records.bulk(False)
         if collecting:
             gc.enable()
             gc.collect()
