@@ -207,6 +207,7 @@ def test_batch_roundtrip(case, prefix: bytes) -> None:
     batch = read_batch(prefix + raw + b"\x00\x00", len(prefix))  # not at the start, not to the end of the buffer
     assert batch.size == len(raw) and batch.buffer == raw and batch.crc_valid()
     assert batch.records() == records
+    assert batch.values() == [r.value or b"" for r in records]  # what a replay takes, parsed without the Records
     assert batch.base_offset == base_offset and batch.last_offset == records[-1].offset
     assert batch.record_count == len(records)
     assert batch.epoch == options["epoch"]
@@ -423,3 +424,15 @@ def test_mutated_batches(data) -> None:
         decode_batch(read_batch(bytes(out)))
     except (DecodeError, CorruptBatchError):
         pass
+
+
+@pytest.mark.parametrize("parse", ["records", "values"])
+def test_a_record_that_overruns_its_batch_is_refused_by_both_parsers(parse: str) -> None:
+    """A batch whose CRC is right but whose first record claims more bytes than the batch holds: records() and
+    values() (the replay's parser) refuse it alike, naming the batch."""
+    raw = bytearray(build_batch([(None, b"a" * 100), (None, b"b" * 100)]))
+    raw[HEADER_SIZE] = 0x7E  # the first record's length: 63 (zig-zag), shorter than it is
+    raw[17:21] = crc32c.crc32c(bytes(raw[CRC_START:])).to_bytes(4, "big")
+    batch = read_batch(bytes(raw))
+    with pytest.raises(CorruptBatchError, match=r"malformed record|bytes left"):
+        getattr(batch, parse)()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import crc32c
 
@@ -131,9 +131,19 @@ class RecordBatch:
 
     def records(self, path: str | None = None) -> list[Record]:
         """Parse the records; raises :class:`CorruptBatchError` if they do not fill the batch exactly."""
+        return self._parse(path, values_only=False)
+
+    def values(self, path: str | None = None) -> list[bytes]:
+        """The records' values only (null as b""), checked as :meth:`records` checks them: a snapshot load's and a
+        standby's replay take nothing else, and a Record tuple per record cost them ~10% of a load."""
+        return self._parse(path, values_only=True)
+
+    def _parse(self, path: str | None, values_only: bool) -> list[Any]:
         data, pos = self._record_bytes(path)
         try:
-            records, pos = _parse_records(data, pos, self.record_count, self.base_offset, self.base_timestamp)
+            records, pos = _parse_records(
+                data, pos, self.record_count, self.base_offset, self.base_timestamp, values_only
+            )
         except (IndexError, ValueError, UnicodeDecodeError) as e:
             raise CorruptBatchError(path, self.position, f"malformed record: {e}") from None
         if pos != len(data):
@@ -170,7 +180,10 @@ class RecordBatch:
         )
 
 
-def _parse_records(data: bytes, pos: int, count: int, base_offset: int, base_ts: int) -> tuple[list[Record], int]:
+def _parse_records(
+    data: bytes, pos: int, count: int, base_offset: int, base_ts: int, values_only: bool = False
+) -> tuple[list[Any], int]:
+    """The records (or, ``values_only``, their values with b"" for null: what a metadata listener replays)."""
     # Hot loop: zig-zag varints are read inline when they fit one byte (KRaft's attributes, timestamp deltas, null
     # key and empty headers always do) or, for lengths and offset deltas, two; read_varint otherwise.
     rv = read_varint
@@ -239,7 +252,10 @@ def _parse_records(data: bytes, pos: int, count: int, base_offset: int, base_ts:
             raise ValueError(
                 f"record at offset delta {offset_delta} has length {length} but holds {length + pos - end}"
             )
-        out.append(new(Record, (base_offset + offset_delta, base_ts + ts_delta, key, value, headers)))
+        if values_only:
+            out.append(value or b"")
+        else:
+            out.append(new(Record, (base_offset + offset_delta, base_ts + ts_delta, key, value, headers)))
     return out, pos
 
 

@@ -14,11 +14,12 @@ class CommittedBatch:
     """A committed batch, delivered to listeners in log order, once each. Its records are parsed only when asked
     for: the active controller skips the ones it wrote itself."""
 
-    __slots__ = ("_batch", "_records")
+    __slots__ = ("_batch", "_records", "_values")
 
     def __init__(self, batch: RecordBatch) -> None:
         self._batch = batch
         self._records: list[Record] | None = None
+        self._values: tuple[bytes, ...] | None = None
 
     @classmethod
     def of(cls, records: Sequence[bytes], base_offset: int = 0, epoch: int = 0, timestamp: int = 0) -> CommittedBatch:
@@ -59,7 +60,10 @@ class CommittedBatch:
     @property
     def records(self) -> tuple[bytes, ...]:
         """Record values: framed metadata records (for control batches, the message body)."""
-        return tuple(r.value or b"" for r in self._parsed())
+        if self._values is None:
+            parsed = self._records
+            self._values = tuple(self._batch.values() if parsed is None else (r.value or b"" for r in parsed))
+        return self._values
 
     @property
     def keys(self) -> tuple[bytes | None, ...]:
