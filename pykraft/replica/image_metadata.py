@@ -4,7 +4,7 @@ QuorumController its Raft observer feeds, see :mod:`broker.observer`): committed
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, NamedTuple
 
 from controller.quorum_controller import QuorumController
@@ -99,9 +99,11 @@ class ImageMetadata:
             key,
         )
 
-    async def read_all(self) -> AsyncIterator[list[PartitionMetadata]]:
+    async def read_all(self, held: Callable[[Any, Any], bool] | None = None) -> AsyncIterator[list[PartitionMetadata]]:
         """Every partition with a replica here, a slice at a time, yielding to the loop between slices. Each value
-        is the committed one when its slice is read: what commits meanwhile was noted for the next delta."""
+        is the committed one when its slice is read: what commits meanwhile was noted for the next delta. Those
+        ``held(key, registration)`` says are held already as they are are passed over (after a snapshot install
+        that is nearly all of them: no PartitionMetadata built and applied for each)."""
         r = self.image.replication
         keys = list(r.partitions.committed())  # the keys of this instant: 8 bytes each, not an item tuple
         me = self.broker_id
@@ -112,7 +114,9 @@ class ImageMetadata:
             out = []
             for key in keys[start : start + self.SLICE]:
                 p = partitions.get(key)
-                if p is not None and me in p.replicas and (t := topics.get(key[0])) is not None:
+                if p is None or me not in p.replicas or (held is not None and held(key, p)):
+                    continue
+                if (t := topics.get(key[0])) is not None:
                     out.append(self._metadata(key, p, t.name))
             yield out
 
@@ -158,7 +162,7 @@ async def apply_image(image: ImageMetadata, manager: ReplicaManager) -> tuple[Im
         return news, changed
     brokers: dict[int, BrokerState] | None = image.brokers
     changed = 0
-    async for partitions in image.read_all():
+    async for partitions in image.read_all(manager.holds):
         changed += manager.apply_delta(partitions, [], brokers)
         brokers = None
     changed += manager.apply_delta([], image.gone(list(manager.partitions)), brokers)

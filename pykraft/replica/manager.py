@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import structlog
 
+from controller.partition_change import PartitionRegistration
 from controller.requests import AlterPartitionResult
 from pykraft.replica.fetch_session import FollowerSessions, LeaderSessions
 from pykraft.replica.partition import (
@@ -168,6 +169,23 @@ class ReplicaManager(SessionFetching):
             self.throttles.retain({p.topic for p in self.partitions.values()})
             self._granted = {k: v for k, v in self._granted.items() if k in self.partitions}
         return changes
+
+    def holds(self, key: PartitionKey, registration: PartitionRegistration) -> bool:
+        """Is the partition held here as the image's ``registration`` (leader and partition epochs) has it, with
+        nothing that asks for it to be applied again? Then a full read passes it over: :meth:`apply_delta` would
+        change nothing. Its key is taken (the image's tuple, for :meth:`rekey`)."""
+        p = self.partitions.get(key)
+        if (
+            p is None
+            or p.metadata_stale
+            or p.seen_leader_epoch != registration.leader_epoch
+            or p.seen_partition_epoch != registration.partition_epoch
+        ):
+            return False
+        if p.key is not key:
+            p.key = key
+            self._stale_keys = True
+        return True
 
     def rekey(self) -> None:
         """After a full read of a reloaded image: hold every replica under its own key (the new image's tuple). A

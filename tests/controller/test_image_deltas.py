@@ -79,15 +79,29 @@ async def test_reads_after_the_first_carry_only_what_changed(monkeypatch: pytest
 
     # A snapshot load replaces the image's maps: everything is read again. A topic deleted before it, not read as a
     # delta, is gone from the full read: its replicas here are dropped.
+    # Broker 103 fenced too, not read as a delta either: the full read applies those partitions, and passes over
+    # the others, held here as the reloaded image has them (no PartitionMetadata built for them).
     doomed = standby.replication.topics_by_name["t1"]
     assert any(k[0] == doomed for k in m.partitions)
     await ctl.delete_topics([DeleteTopicState(name="t1")])
+    await ctl.broker_heartbeat(HeartbeatRequest(103, epochs[103], -1, want_fence=True))
     await settle()
     snapshot_id = await ctl.force_snapshot()
     assert snapshot_id is not None
     standby.handle_load_snapshot(ctl.raft.reader(snapshot_id))  # type: ignore[attr-defined]
+    now = standby.replication.partitions.committed()
+    moved = {
+        k
+        for k, p in m.partitions.items()
+        if k in now and (now[k].leader_epoch, now[k].partition_epoch) != (p.seen_leader_epoch, p.seen_partition_epoch)
+    }
+    built = []
+    metadata = ImageMetadata._metadata
+    monkeypatch.setattr(ImageMetadata, "_metadata", lambda self, *a: built.append(a[0]) or metadata(self, *a))
     partitions, removed, full = await apply()
-    assert full and manager_state(m) == manager_state(await full_read(image))
+    assert full and 0 < len(moved) == partitions == len(built) and set(built) == moved
+    monkeypatch.undo()
+    assert manager_state(m) == manager_state(await full_read(image))
     assert not any(k[0] == doomed for k in m.partitions)
     # Keyed by the reloaded image's tuples now, not the ones the load replaced (they would double every key).
     image_keys = {k: k for k in standby.replication.partitions.committed()}
