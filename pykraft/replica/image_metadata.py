@@ -104,13 +104,12 @@ class ImageMetadata:
         is the committed one when its slice is read: what commits meanwhile was noted for the next delta. Those
         ``held(key, registration)`` says are held already as they are are passed over (after a snapshot install
         that is nearly all of them: no PartitionMetadata built and applied for each)."""
-        r = self.image.replication
-        keys = list(r.partitions.committed())  # the keys of this instant: 8 bytes each, not an item tuple
+        keys = list(self.image.replication.partitions.committed())  # this instant's keys: 8 bytes each
         me = self.broker_id
         for start in range(0, len(keys), self.SLICE):
             if start:
                 await asyncio.sleep(0)
-            partitions, topics = r.partitions.committed(), r.topics.committed()
+            partitions, topics = self._maps()  # a snapshot load meanwhile replaced (and emptied) the old ones
             out = []
             for key in keys[start : start + self.SLICE]:
                 p = partitions.get(key)
@@ -122,21 +121,20 @@ class ImageMetadata:
 
     def gone(self, held: Iterable[tuple[Uuid, int]]) -> list[tuple[Uuid, int]]:
         """Of the partitions ``held``, those the image no longer gives this broker: after :meth:`read_all`."""
-        r = self.image.replication
-        partitions, topics = r.partitions.committed(), r.topics.committed()
+        partitions, topics = self._maps()
         me = self.broker_id
         return [k for k in held if (p := partitions.get(k)) is None or me not in p.replicas or k[0] not in topics]
 
     async def _read_changes(
         self, keys: set[tuple[Uuid, int]]
     ) -> tuple[list[PartitionMetadata], list[tuple[Uuid, int]]]:
-        r = self.image.replication
-        partitions, topics = r.partitions.committed(), r.topics.committed()
+        partitions, topics = self._maps()
         me = self.broker_id
         changed, removed = [], []
         for n, key in enumerate(keys):
             if n and n % self.SLICE == 0:
                 await asyncio.sleep(0)  # what changes meanwhile is noted for the next read
+                partitions, topics = self._maps()  # after a snapshot load: the new state (the next read is full)
             p = partitions.get(key)
             t = topics.get(key[0]) if p is not None else None
             if t is None or me not in p.replicas:
@@ -144,6 +142,11 @@ class ImageMetadata:
             else:
                 changed.append(self._metadata(key, p, t.name))
         return changed, removed
+
+    def _maps(self) -> tuple[dict[tuple[Uuid, int], Any], dict[Uuid, Any]]:
+        """The committed partitions and topics of the image's current state (a snapshot load replaces them)."""
+        r = self.image.replication
+        return r.partitions.committed(), r.topics.committed()
 
     def _brokers(self) -> dict[int, BrokerState]:
         out = {}

@@ -4,12 +4,15 @@ ReplicaManager fed the deltas ends where one fed the whole image each time ends.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from ctl_helpers import SharedLog, active_cluster, settle, start_controller
 
 from controller.cluster_control import HeartbeatRequest
 from controller.replication_control import NewTopic
 from controller.requests import DeleteTopicState
+from pykraft.replica import image_metadata
 from pykraft.replica.image_metadata import ImageMetadata, apply_image
 from pykraft.replica.manager import ReplicaManager
 from pykraft.replica.partition import ReplicaConfig
@@ -107,3 +110,33 @@ async def test_reads_after_the_first_carry_only_what_changed(monkeypatch: pytest
     image_keys = {k: k for k in standby.replication.partitions.committed()}
     assert all(image_keys[k] is k and p.key is k for k, p in m.partitions.items())
     assert all(k is image_keys[k] for followed in m._by_leader.values() for k in followed)
+
+
+async def test_a_snapshot_load_during_a_delta_read_drops_no_replica(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A delta read yields to the loop between slices; a snapshot load then replaces the image's maps and empties
+    the old ones. The rest of the read takes the new maps: a partition still there is not reported removed (its
+    replica here would be dropped, and made again with a fresh log by the full read that follows)."""
+    monkeypatch.setattr(ImageMetadata, "SLICE", 2)
+    log = SharedLog()
+    standby, _ = await start_controller(log, 2)
+    ctl, _, epochs = await active_cluster(log, BROKERS, topics=[NewTopic("t", 8, 4)])  # every partition held here
+    image = ImageMetadata(standby, ME)
+    m = ReplicaManager(ME, ReplicaConfig(), clock=lambda: 0, broker_epoch=lambda: epochs[ME])
+    await apply_image(image, m)
+    held = set(m.partitions)
+    assert len(held) == 8
+    await ctl.broker_heartbeat(HeartbeatRequest(102, epochs[102], -1, want_fence=True))  # every ISR changes
+    await settle()
+    snapshot_id = await ctl.force_snapshot()
+    assert snapshot_id is not None
+    loaded = []
+
+    async def sleep(_: float) -> None:  # the first yield of the read: the snapshot is installed then
+        if not loaded:
+            loaded.append(snapshot_id)
+            standby.handle_load_snapshot(ctl.raft.reader(snapshot_id))  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(image_metadata, "asyncio", SimpleNamespace(sleep=sleep))
+    news, _ = await apply_image(image, m)
+    assert loaded and not news.full and news.removed == [] and len(news.partitions) == 8
+    assert set(m.partitions) == held
