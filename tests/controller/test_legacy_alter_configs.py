@@ -5,54 +5,28 @@ validate_only answers the same and writes nothing."""
 from __future__ import annotations
 
 import pytest
+from test_config_control import Harness as ConfigHarness
 
-from controller.config_control import ConfigControl
 from controller.records import ConfigRecord
 from controller.requests import AlterableConfig, AlterConfigOp, AlterConfigsResource, ConfigResourceResult
 from controller.results import ApiError
-from controller.timeline import Timeline
 from quorum.errors import Errors
 
 TOPIC, BROKER = 2, 4
-NODE = 1
-BROKERS = {101}
-TOPICS = {"orders", "payments"}
 
 
-class Harness:
-    def __init__(self) -> None:
-        self.timeline = Timeline()
-        self.control = ConfigControl(
-            self.timeline,
-            {},
-            topic_exists=lambda name: name in TOPICS,
-            broker_registered=lambda broker: broker in BROKERS,
-            node_id=NODE,
-        )
-        self.offset = 0
-
-    def apply(self, records: list[ConfigRecord]) -> None:
-        for record in records:
-            self.offset += 1
-            self.timeline.offset = self.offset
-            try:
-                self.control.replay(record)
-            finally:
-                self.timeline.offset = None
-        self.timeline.commit_through(self.offset)
+class Harness(ConfigHarness):
+    """IncrementalAlterConfigs' harness (its ConfigControl, replay through the timeline), with the legacy call."""
 
     def legacy(self, *resources: AlterConfigsResource, validate_only: bool = False):
         result = self.control.legacy_alter_configs(list(resources), validate_only)
-        self.apply(result.records)
+        self.replay(*result.records)
         return result
 
     def incremental_set(self, resource_type: int, name: str, **configs: str) -> None:
         result = self.control.incremental_alter_configs([res(resource_type, name, **configs)], False)
         assert not any(r.error.failed for r in result.response)
-        self.apply(result.records)
-
-    def configs(self, resource_type: int, name: str) -> dict[str, str]:
-        return dict(self.control.configs.get((resource_type, name), ()))
+        self.replay(*result.records)
 
 
 def res(resource_type: int, name: str, **configs: str | None) -> AlterConfigsResource:
