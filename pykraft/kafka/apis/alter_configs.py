@@ -7,9 +7,9 @@ every resource's error."""
 from __future__ import annotations
 
 from pykraft.api import controller_pb2 as pb
-from pykraft.kafka.apis.incremental_alter_configs import resource_responses
+from pykraft.kafka.apis.incremental_alter_configs import resource_response_struct, resource_responses
 from pykraft.kafka.registry import Api, RequestContext, register
-from quorum.log.message import BOOL, INT8, INT16, INT32, STRING, Field, Message, Struct, array
+from quorum.log.message import BOOL, INT8, INT32, STRING, Field, Message, Struct, array
 
 _Config = Struct("AlterableConfig", [Field("Name", STRING), Field("Value", STRING, nullable="0+")])
 _Resource = Struct(
@@ -23,16 +23,7 @@ AlterConfigsRequest = Message(
     versions="0-2",
     flexible="2+",
 )
-# Fields as IncrementalAlterConfigs' (its own Struct all the same: a struct is compiled for one message's versions)
-_Response = Struct(
-    "AlterConfigsResourceResponse",
-    [
-        Field("ErrorCode", INT16),
-        Field("ErrorMessage", STRING, nullable="0+", default=None),
-        Field("ResourceType", INT8),
-        Field("ResourceName", STRING),
-    ],
-)
+_Response = resource_response_struct()
 AlterConfigsResponse = Message(
     "AlterConfigsResponse",
     [Field("ThrottleTimeMs", INT32), Field("Responses", array(_Response))],

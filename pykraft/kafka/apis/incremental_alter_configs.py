@@ -25,15 +25,23 @@ IncrementalAlterConfigsRequest = Message(
     versions="0-1",
     flexible="1+",
 )
-ResourceResponse = Struct(
-    "AlterConfigsResourceResponse",
-    [
-        Field("ErrorCode", INT16),
-        Field("ErrorMessage", STRING, nullable="0+", default=None),
-        Field("ResourceType", INT8),
-        Field("ResourceName", STRING),
-    ],
-)
+
+
+def resource_response_struct() -> Struct:
+    """Both alter-configs APIs' resource response, a new Struct each call: a struct's codec is compiled for one
+    message's flexible versions (AlterConfigs v2+, IncrementalAlterConfigs v1+)."""
+    return Struct(
+        "AlterConfigsResourceResponse",
+        [
+            Field("ErrorCode", INT16),
+            Field("ErrorMessage", STRING, nullable="0+", default=None),
+            Field("ResourceType", INT8),
+            Field("ResourceName", STRING),
+        ],
+    )
+
+
+ResourceResponse = resource_response_struct()
 IncrementalAlterConfigsResponse = Message(
     "IncrementalAlterConfigsResponse",
     [Field("ThrottleTimeMs", INT32), Field("Responses", array(ResourceResponse))],
