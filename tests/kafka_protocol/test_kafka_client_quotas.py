@@ -187,26 +187,28 @@ def test_describe_filter_errors_as_grpc(
     assert answer.entries is None
 
 
-def test_raw_frames_v0_and_v1(live: KafkaNode) -> None:
-    """Our codec at the non-flexible and the flexible version: a default entity (null name) and a float64 value
-    round-trip; an entry refused beside an accepted one."""
+def alter_request(*entries: tuple[str | None, str, float]) -> Any:
+    """An AlterClientQuotas request in our codec's classes: per (user name or None, key, value) one entity set."""
     entity = AlterClientQuotasRequest.fields[0].type.element
     name_type = entity.fields[0].type.element
     op = entity.fields[1].type.element
-    component = DescribeClientQuotasRequest.fields[0].type.element
-    alter = AlterClientQuotasRequest.cls(
+    return AlterClientQuotasRequest.cls(
         entries=[
             entity.cls(
-                entity=[name_type.cls(entity_type="user", entity_name=None)],
-                ops=[op.cls(key="request_percentage", value=12.5, remove=False)],
-            ),
-            entity.cls(
-                entity=[name_type.cls(entity_type="user", entity_name="x")],
-                ops=[op.cls(key="nope", value=1.0, remove=False)],
-            ),
+                entity=[name_type.cls(entity_type="user", entity_name=name)],
+                ops=[op.cls(key=key, value=value, remove=False)],
+            )
+            for name, key, value in entries
         ],
         validate_only=False,
     )
+
+
+def test_raw_frames_v0_and_v1(live: KafkaNode) -> None:
+    """Our codec at the non-flexible and the flexible version: a default entity (null name) and a float64 value
+    round-trip; an entry refused beside an accepted one."""
+    component = DescribeClientQuotasRequest.fields[0].type.element
+    alter = alter_request((None, "request_percentage", 12.5), ("x", "nope", 1.0))
     describe = DescribeClientQuotasRequest.cls(
         components=[component.cls(entity_type="user", match_type=DEFAULT, match=None)], strict=True
     )
@@ -239,19 +241,7 @@ def test_standby_and_authorization(tmp_path_factory: pytest.TempPathFactory) -> 
     from controller.authorizer import StandardAcl
     from controller.quorum_controller import ControllerSettings
 
-    entity = AlterClientQuotasRequest.fields[0].type.element
-    name_type = entity.fields[0].type.element
-    op = entity.fields[1].type.element
-    alter = AlterClientQuotasRequest.cls(
-        entries=[
-            entity.cls(
-                entity=[name_type.cls(entity_type="user", entity_name=n)],
-                ops=[op.cls(key="producer_byte_rate", value=10.0, remove=False)],
-            )
-            for n in ("a", "b")
-        ],
-        validate_only=False,
-    )
+    alter = alter_request(("a", "producer_byte_rate", 10.0), ("b", "producer_byte_rate", 10.0))
     describe = DescribeClientQuotasRequest.cls(components=[], strict=False)
     with kafka_node(tmp_path_factory.mktemp("kafka-quota-standby"), standby=True) as node:
         with raw_connection(node.bootstrap) as sock:
