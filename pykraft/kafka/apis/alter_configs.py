@@ -7,7 +7,11 @@ every resource's error."""
 from __future__ import annotations
 
 from pykraft.api import controller_pb2 as pb
-from pykraft.kafka.apis.incremental_alter_configs import resource_response_struct, resource_responses
+from pykraft.kafka.apis.incremental_alter_configs import (
+    add_resources,
+    resource_response_struct,
+    resource_responses,
+)
 from pykraft.kafka.registry import Api, RequestContext, register
 from quorum.log.message import BOOL, INT8, INT32, STRING, Field, Message, Struct, array
 
@@ -36,12 +40,7 @@ AlterConfigsResponse = Message(
 async def handle(ctx: RequestContext, request: object, version: int) -> object:
     req = request
     grpc_request = pb.AlterConfigsRequest(validate_only=req.validate_only)  # type: ignore[attr-defined]
-    for r in req.resources:  # type: ignore[attr-defined]
-        resource = grpc_request.resources.add(resource_type=r.resource_type, resource_name=r.resource_name)
-        for c in r.configs:
-            config = resource.configs.add(name=c.name)
-            if c.value is not None:
-                config.value = c.value
+    add_resources(grpc_request, req.resources, with_operation=False)  # type: ignore[attr-defined]
     answer = await ctx.service.AlterConfigs(grpc_request, ctx.call)
     return AlterConfigsResponse.cls(responses=resource_responses(answer, req.resources, _Response))  # type: ignore[attr-defined]
 

@@ -54,14 +54,22 @@ IncrementalAlterConfigsResponse = Message(
 async def handle(ctx: RequestContext, request: object, version: int) -> object:
     req = request
     grpc_request = pb.IncrementalAlterConfigsRequest(validate_only=req.validate_only)  # type: ignore[attr-defined]
-    for r in req.resources:  # type: ignore[attr-defined]
-        resource = grpc_request.resources.add(resource_type=r.resource_type, resource_name=r.resource_name)
-        for c in r.configs:
-            config = resource.configs.add(name=c.name, config_operation=c.config_operation)
-            if c.value is not None:
-                config.value = c.value
+    add_resources(grpc_request, req.resources, with_operation=True)  # type: ignore[attr-defined]
     answer = await ctx.service.IncrementalAlterConfigs(grpc_request, ctx.call)
     return IncrementalAlterConfigsResponse.cls(responses=resource_responses(answer, req.resources))  # type: ignore[attr-defined]
+
+
+def add_resources(grpc_request: Any, resources: list[Any], with_operation: bool) -> None:
+    """The request's resources into the gRPC request of either alter-configs API (the legacy one's configs carry
+    no operation)."""
+    for r in resources:
+        resource = grpc_request.resources.add(resource_type=r.resource_type, resource_name=r.resource_name)
+        for c in r.configs:
+            config = resource.configs.add(name=c.name)
+            if with_operation:
+                config.config_operation = c.config_operation
+            if c.value is not None:
+                config.value = c.value
 
 
 def resource_responses(answer: Any, resources: list[Any], struct: Struct = ResourceResponse) -> list[Any]:
