@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import ElectionType as CkElection
@@ -416,6 +417,15 @@ def test_describe_broker_configs_through_both_clients(live: KafkaNode, kp: Kafka
 # -- ElectLeaders ----------------------------------------------------------------------------------------------------
 
 
+def kp_election_results(answer: Any) -> dict[tuple[str, int], tuple[int, str | None]]:
+    """kafka-python's ElectLeaders answer: (error code, message) per (topic, partition)."""
+    return {
+        (t.topic, p.partition_id): (p.error_code, p.error_message)
+        for t in answer.replica_election_results
+        for p in t.partition_result
+    }
+
+
 @pytest.mark.parametrize(
     ("election", "partitions", "code"),
     [
@@ -437,12 +447,7 @@ def test_elect_leaders_codes(
         by_topic.setdefault(t, []).append(p)
     answer = kp.elect_leaders(election, by_topic, raise_errors=False)
     assert answer.error_code == 0
-    got = {
-        (t.topic, p.partition_id): (p.error_code, p.error_message)
-        for t in answer.replica_election_results
-        for p in t.partition_result
-    }
-    assert got == want
+    assert kp_election_results(answer) == want
     ck_type = CkElection.UNCLEAN if election else CkElection.PREFERRED
     results = ck.elect_leaders(ck_type, [CkTopicPartition(t, p) for t, p in partitions]).result(10)
     got = {(tp.topic, tp.partition): (tp.error.code(), tp.error.str()) for tp in results}
@@ -696,12 +701,7 @@ def test_empty_topic_names_and_negative_partitions_are_answered_per_entry(
     assert [want_elect[p][0] for p in asked] == [3, 3, Errors.ELECTION_NOT_NEEDED]
     answer = kp.elect_leaders(0, {"": [0], TOPIC: [-1, 0]}, raise_errors=False)
     assert answer.error_code == 0
-    got = {
-        (t.topic, p.partition_id): (p.error_code, p.error_message)
-        for t in answer.replica_election_results
-        for p in t.partition_result
-    }
-    assert got == want_elect
+    assert kp_election_results(answer) == want_elect
     with pytest.raises(ValueError, match="negative"):  # librdkafka's own check: never sent
         ck.elect_leaders(CkElection.PREFERRED, [CkTopicPartition(TOPIC, -1)])
     sendable = [("", 0), (TOPIC, 0)]
