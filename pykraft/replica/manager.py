@@ -171,16 +171,11 @@ class ReplicaManager(SessionFetching):
         return changes
 
     def holds(self, key: PartitionKey, registration: PartitionRegistration) -> bool:
-        """Is the partition held here as the image's ``registration`` (leader and partition epochs) has it, with
-        nothing that asks for it to be applied again? Then a full read passes it over: :meth:`apply_delta` would
-        change nothing. Its key is taken (the image's tuple, for :meth:`rekey`)."""
+        """Is the partition held here, and would the image's ``registration`` (its leader and partition epochs) not
+        be applied to it? Then a full read passes it over: :meth:`apply_delta` would change nothing. Its key is
+        taken (the image's tuple, for :meth:`rekey`)."""
         p = self.partitions.get(key)
-        if (
-            p is None
-            or p.metadata_stale
-            or p.seen_leader_epoch != registration.leader_epoch
-            or p.seen_partition_epoch != registration.partition_epoch
-        ):
+        if p is None or p.changes_with(registration):
             return False
         if p.key is not key:
             p.key = key

@@ -26,6 +26,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from controller.partition_change import PartitionRegistration
 from controller.requests import LeaderRecoveryState
 from quorum.errors import Errors
 from quorum.log.message import Uuid
@@ -394,8 +395,8 @@ class Partition:
         """(leader epoch, partition epoch) of the metadata last applied."""
         return self.seen_leader_epoch, self.seen_partition_epoch
 
-    def changes_with(self, m: PartitionMetadata) -> bool:
-        """Would :meth:`apply_metadata` apply ``m``?"""
+    def changes_with(self, m: PartitionMetadata | PartitionRegistration) -> bool:
+        """Would :meth:`apply_metadata` apply ``m`` (or metadata with its epochs)?"""
         same = m.leader_epoch == self.seen_leader_epoch and m.partition_epoch == self.seen_partition_epoch
         if same and not self.metadata_stale:
             return False
