@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from quorum.log.snapshot_fork import SnapshotChildError, supported, write_in_child
+from quorum.log.snapshot_fork import SnapshotChildError, start_child, supported, write_in_child
 from quorum.log.snapshots import SnapshotFile, SnapshotFileWriter, SnapshotId
 
 SNAPSHOT = SnapshotId(5000, 3)
@@ -82,3 +82,22 @@ async def test_a_cancelled_write_kills_the_child(tmp_path: Path, executor: Threa
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # gone, and reaped
     file.abort()
+
+
+def test_a_child_nobody_waits_for_is_killed_and_reaped(tmp_path: Path) -> None:
+    """A write abandoned between the fork and the wait (the snapshot's task cancelled before it ran)."""
+
+    def records():
+        while True:
+            time.sleep(0.01)
+            yield RECORDS[0]
+
+    file = writer(tmp_path)
+    child = start_child(file, records())
+    os.kill(child.pid, 0)  # running
+    child.kill()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child.pid, os.WNOHANG)  # reaped: no zombie left
+    child.kill()  # twice: nothing more to do
+    file.abort()
+    assert list(tmp_path.iterdir()) == []

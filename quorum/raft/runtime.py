@@ -86,6 +86,8 @@ class RaftSnapshotWriter:
     def __init__(self, node: RaftNode, file: SnapshotFileWriter) -> None:
         self._node = node
         self._file = file
+        self._child: snapshot_fork.ChildWriter | None = None
+        self._forked_at = 0.0
 
     @property
     def snapshot_id(self) -> SnapshotId:
@@ -100,15 +102,24 @@ class RaftSnapshotWriter:
         self._frozen(size, started)
         return size
 
-    async def write_all(self, records: Iterable[bytes]) -> tuple[int, int]:
-        """Append ``records`` and freeze, in a forked child process (:mod:`quorum.log.snapshot_fork`): the
-        encoding and the writes take nothing from this process's event loop. Returns the snapshot's size and
-        records. Raises as :meth:`freeze` (the ``.part`` removed), or
+    def fork(self, records: Iterable[bytes]) -> None:
+        """Start writing ``records`` in a forked child process now (:mod:`quorum.log.snapshot_fork`): the encoding
+        and the writes take nothing from this process's event loop, and ``records`` may read live state (the child
+        sees it as it is at this instant). :meth:`write_all` then waits for it."""
+        self._child = snapshot_fork.start_child(self._file, records)
+        self._forked_at = time.monotonic()
+
+    async def write_all(self, records: Iterable[bytes] | None = None) -> tuple[int, int]:
+        """Append ``records`` and freeze, in a forked child (the one :meth:`fork` started, without ``records``).
+        Returns the snapshot's size and records. Raises as :meth:`freeze` (the ``.part`` removed), or
         :class:`~quorum.log.snapshot_fork.SnapshotChildError`."""
-        node, file = self._node, self._file
-        started = time.monotonic()
+        if records is not None:
+            self.fork(records)
+        node, file, child, started = self._node, self._file, self._child, self._forked_at
+        assert child is not None, "write_all without records needs fork() first"
+        self._child = None
         try:
-            size, count = await snapshot_fork.write_in_child(file, records, node._snapshotter)
+            size, count = await child.wait(node._snapshotter)
             await asyncio.get_running_loop().run_in_executor(node._snapshotter, file.publish, size)
         except BaseException:
             file.abort()
@@ -124,6 +135,9 @@ class RaftSnapshotWriter:
         node.clean_log()
 
     def abort(self) -> None:
+        if self._child is not None:  # forked, and nobody waited for it
+            self._child.kill()
+            self._child = None
         self._file.abort()
 
 

@@ -9,12 +9,17 @@ import contextlib
 import errno
 import gc
 import random
+import sys
 import time
+import tracemalloc
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from ctl_helpers import (
     FakeRaft,
+    FileSnapshotWriter,
     MemorySnapshot,
     MemorySnapshotReader,
     SharedLog,
@@ -62,6 +67,7 @@ from controller.requests import (
 from controller.snapshot import capture
 from controller.timeline import TimelineDict
 from quorum.errors import KafkaError
+from quorum.log import snapshot_fork
 from quorum.log.message import ApiMessage, Uuid
 from quorum.log.snapshots import SnapshotFile, SnapshotId
 from quorum.raft.client import CommittedBatch
@@ -465,6 +471,48 @@ async def test_a_snapshot_file_round_trip(log: SharedLog, tmp_path: Path) -> Non
     fresh = QuorumController(9, FakeRaft(9, SharedLog()), quiet_settings())
     fresh.handle_load_snapshot(FileSnapshotReader(SnapshotFile.open(tmp_path / snapshot_id.file_name)))
     assert image_state(fresh) == image_state(ctl)
+
+
+class ForkingSnapshotWriter(FileSnapshotWriter):
+    """As the runtime's writer: ``fork`` starts a child writing the records at once, ``write_all`` waits for it."""
+
+    def __init__(self, directory: Path, snapshot_id: SnapshotId, timestamp: int) -> None:
+        super().__init__(directory, snapshot_id, timestamp)
+        self.child: snapshot_fork.ChildWriter | None = None
+
+    def fork(self, records: Iterable[bytes]) -> None:
+        self.child = snapshot_fork.start_child(self.file, records)
+
+    async def write_all(self) -> tuple[int, int]:
+        assert self.child is not None
+        with ThreadPoolExecutor(max_workers=1) as executor:
+            size, count = await self.child.wait(executor)
+        self.file.publish(size)
+        return size, count
+
+
+async def test_a_forked_snapshot_holds_the_state_at_the_fork_and_copies_no_map(log: SharedLog, tmp_path: Path):
+    """The child is forked as the snapshot begins, at the committed batch boundary: what the parent commits next is
+    not in it, though the image it encodes is the live maps, not copies of them."""
+    assert snapshot_fork.supported()
+    ctl, raft, _ = await active_cluster(log, [(0, None, False)], topics=[NewTopic(f"t{i}", 100, 1) for i in range(40)])
+    expected = image_state(ctl)
+    raft.create_snapshot = lambda snapshot_id, ts: ForkingSnapshotWriter(tmp_path, snapshot_id, ts)  # type: ignore
+    partitions_map = sys.getsizeof(ctl.replication.partitions.committed())
+    tracemalloc.start()
+    try:
+        task = ctl.snapshots._begin("a test")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert task is not None
+    assert peak < partitions_map / 2, f"{peak} bytes allocated beginning the snapshot: a copy of the maps?"
+    await ctl.create_topics([NewTopic("later", 3, 1)])  # committed while the child writes: changes the live maps
+    await ctl.delete_topics([DeleteTopicState(name="t0")])
+    snapshot_id = await task
+    fresh = QuorumController(9, FakeRaft(9, SharedLog()), quiet_settings())
+    fresh.handle_load_snapshot(FileSnapshotReader(SnapshotFile.open(tmp_path / snapshot_id.file_name)))
+    assert image_state(fresh) == expected != image_state(ctl)
 
 
 async def test_record_order_follows_kafkas_image(log: SharedLog) -> None:
