@@ -19,6 +19,8 @@ from typing import Any
 
 import structlog
 
+from quorum import memory
+
 log = structlog.get_logger("pykraft.gc")
 
 SLOW_PAUSE_S = 0.05
@@ -65,4 +67,5 @@ def install() -> GcPauses:
     if _installed is None:
         _installed = GcPauses()
         gc.callbacks.append(_installed)
+        memory.freezes_long_lived = True  # a snapshot load freezes what it loaded, as a full collection would
     return _installed

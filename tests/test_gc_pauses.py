@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from pykraft import gc_pauses
 from pykraft.metrics import GcCollector
+from quorum import memory
 
 
 @pytest.fixture
@@ -70,10 +71,12 @@ def test_counts_reach_prometheus(pauses: gc_pauses.GcPauses) -> None:
 
 def test_install_is_idempotent(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gc_pauses, "_installed", None)
+    monkeypatch.setattr(memory, "freezes_long_lived", False)
     first = gc_pauses.install()
     try:
         assert gc_pauses.install() is first
         assert gc.callbacks.count(first) == 1
+        assert memory.freezes_long_lived  # snapshot loads freeze what they loaded
     finally:
         gc.callbacks.remove(first)
         gc.unfreeze()

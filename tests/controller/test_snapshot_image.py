@@ -66,6 +66,7 @@ from controller.requests import (
 )
 from controller.snapshot import capture
 from controller.timeline import TimelineDict
+from quorum import memory
 from quorum.errors import KafkaError
 from quorum.log import snapshot_fork
 from quorum.log.message import ApiMessage, Uuid
@@ -894,3 +895,32 @@ async def test_a_replaced_state_is_emptied_not_left_to_the_collector(log: Shared
     standby.handle_load_snapshot(MemorySnapshotReader(snapshot))
     assert [len(d) for d in old_dicts] == [0, 0, 0, 0]
     assert image_state(standby) == image_state(loaded(snapshot))
+
+
+async def test_a_node_freezes_what_a_load_made_without_scanning_it(log: SharedLog, monkeypatch) -> None:
+    """Where the process freezes long-lived objects (a node: pykraft/gc_pauses.py), a load freezes the objects it
+    made (no full collection walks the new image); elsewhere one full collection ages them at once."""
+    ctl, _, _ = await active_cluster(log, [(b, None, False) for b in range(3)], topics=[NewTopic("t", 2_000, 2)])
+    snapshot = snapshot_of(ctl)
+    standby = loaded(snapshot)
+    full_collections = []
+
+    def counted(phase: str, info: dict[str, Any]) -> None:
+        if phase == "stop" and info["generation"] == 2:
+            full_collections.append(info)
+
+    gc.callbacks.append(counted)
+    try:
+        for freezes in (True, False):
+            monkeypatch.setattr(memory, "freezes_long_lived", freezes)
+            gc.unfreeze()
+            full_collections.clear()
+            standby.handle_load_snapshot(MemorySnapshotReader(snapshot))
+            frozen = gc.get_freeze_count()
+            if freezes:  # the collection before the load, none after: the image is frozen instead
+                assert len(full_collections) == 1 and frozen > 2_000, (full_collections, frozen)
+            else:
+                assert len(full_collections) == 2 and frozen == 0, (full_collections, frozen)
+    finally:
+        gc.callbacks.remove(counted)
+        gc.unfreeze()
