@@ -18,7 +18,8 @@ only after its own flush) once it passes the start of the leader's epoch.
 
 An *observer* (a node not among the voters: a broker) replicates the log the same way but never votes, never
 stands for election and never counts for the high watermark. It finds the leader by itself: with no leader known
-it fetches from a random voter, whose refusal names the leader and epoch (Kafka's observers do the same).
+it fetches from a random voter, whose refusal names the leader and epoch (Kafka's observers do the same). It
+fetches again as soon as it has appended, its flush running meanwhile (Kafka's observers do not flush at all).
 """
 
 from __future__ import annotations
@@ -437,9 +438,9 @@ class RaftCore(SilentLeader, SnapshotFetching):
             epoch, leader_id, self._fetch_deadline(now), voted_id=voted, fetch_timeout_ms=self.config.fetch_timeout_ms
         )
         self._become(f, now, reason)
-        if self._flush_in_flight or self._flush_needed:
-            # A fetch offset tells the leader what we hold durably: what was appended before (as a follower that
-            # went Prospective and back, or as a leader) must be flushed first.
+        if (self._flush_in_flight or self._flush_needed) and not self.observer:
+            # A voter's fetch offset tells the leader what it holds durably: what was appended before (as a
+            # follower that went Prospective and back, or as a leader) must be flushed first.
             f.awaiting_flush = True
         else:
             self._send_fetch(f, now)
@@ -919,8 +920,14 @@ class RaftCore(SilentLeader, SnapshotFetching):
                 self.high_watermark = new_hw
                 self.metrics.committed_offset_advances += 1
         if appended:
-            f.awaiting_flush = True
             self._flush_needed = True
+            if self.observer:
+                # Kafka's observers do not flush before fetching again: no quorum counts what they hold. A broker
+                # whose busy loop took two turns per fetch (the answer, then the flush's completion) fell behind
+                # the leader's log start during a large creation and had to install snapshot after snapshot.
+                self._send_fetch(f, now)
+            else:
+                f.awaiting_flush = True  # a voter's fetch offset tells the leader what it holds durably
         else:
             self._send_fetch(f, now)
 

@@ -41,12 +41,13 @@ class Net:
     def up(self) -> list[RaftCore]:
         return [c for n, c in self.cores.items() if n not in self.down]
 
-    def pump(self) -> None:
+    def pump(self, flushes: Callable[[RaftCore], bool] = lambda core: True) -> None:
+        """Deliver until quiet; a node's flush completes at once if ``flushes(core)``, else never."""
         busy = True
         while busy:
             busy = False
             for core in self.up():
-                if core.poll_flush():
+                if flushes(core) and core.poll_flush():
                     log = core.log
                     assert isinstance(log, SimLog)
                     end, batches = log.begin_flush()
@@ -125,6 +126,42 @@ def test_an_observer_finds_the_leader_and_replicates_without_voting() -> None:
     assert not any(isinstance(e.message, VoteRequest) for e in net.sent if e.source == BROKER)
     assert isinstance(leader.role, Leader) and BROKER in leader.role.observers and BROKER not in leader.role.replicas
     assert leader.role.observers[BROKER].end_offset == end
+
+
+def test_an_observer_fetches_again_before_its_flush_completes_and_a_voter_after() -> None:
+    """As Kafka's: a voter's fetch offset is what it holds durably, so it fetches again once its flush is done; an
+    observer counts for nothing and fetches again as soon as it has appended (its flush runs meanwhile)."""
+    net = Net()
+    net.append(5)
+    net.run_until(lambda: net.caught_up(BROKER))
+    leader = net.leader()
+    assert leader is not None
+    voter = next(c for c in net.up() if c is not leader and not c.observer)
+    observer = net.cores[BROKER]
+    end = leader.log.end_offset + 1
+    leader.append(leader.epoch, [b"more"], net.now)
+    sent_before = len(net.sent)
+    for _ in range(50):  # a millisecond at a time, and no flush completes but the leader's
+        net.pump(flushes=lambda core: core is leader)
+        if observer.log.end_offset == voter.log.end_offset == end:
+            break
+        net.now += 1
+        for core in net.up():
+            if core.next_deadline() <= net.now:
+                core.tick(net.now)
+    assert observer.log.end_offset == voter.log.end_offset == end
+    fetched_from = {
+        e.source
+        for e in net.sent[sent_before:]
+        if isinstance(e.message, FetchRequest) and e.message.fetch_offset == end
+    }
+    assert fetched_from == {BROKER}, fetched_from
+    assert observer.poll_flush()  # its flush was still asked for
+    net.step()  # the voter's flush completes: it fetches again too
+    assert any(
+        isinstance(e.message, FetchRequest) and e.source == voter.id and e.message.fetch_offset == end
+        for e in net.sent[sent_before:]
+    )
 
 
 def test_an_observer_does_not_count_for_the_high_watermark_or_the_quorum_check() -> None:
