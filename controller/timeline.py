@@ -69,7 +69,8 @@ class TimelineDict(MutableMapping[K, V], Generic[K, V]):
         self._pending: dict[K, list[tuple[int, V]]] = {}  # key -> [(offset, value or _MISSING)], oldest first
         self.version = 0  # bumped by every change to the latest state: lets readers cache what they derive
         self.loads = 0  # bulk loads: each replaced the committed state without noting which keys changed
-        self._watched: set[K] | None = None  # keys whose committed value changed since the watcher last took them
+        # Keys whose committed value changed since the watcher last took them, in the order they first changed.
+        self._watched: dict[K, None] | None = None
 
     # -- latest state (what the active controller's next request sees) -------------------------------------
 
@@ -145,7 +146,7 @@ class TimelineDict(MutableMapping[K, V], Generic[K, V]):
             else:
                 self._committed[key] = value
             if self._watched is not None:
-                self._watched.add(key)
+                self._watched[key] = None
             return
         history = self._pending.setdefault(key, [])
         if history and history[-1][0] == offset:
@@ -164,7 +165,7 @@ class TimelineDict(MutableMapping[K, V], Generic[K, V]):
         else:
             self._committed[key] = value
         if self._watched is not None:
-            self._watched.add(key)
+            self._watched[key] = None
         if not history:
             del self._pending[key]
             if not self._pending:
@@ -199,10 +200,12 @@ class TimelineDict(MutableMapping[K, V], Generic[K, V]):
 
     # -- committed changes, for a reader that applies them as deltas -----------------------------------------
 
-    def take_committed_changes(self) -> set[K]:
-        """The keys whose committed value changed (set, replaced or removed) since the last call, and from now on
-        note them (the first call starts it: it returns nothing). A bulk load notes none: a reader compares
-        :attr:`loads` and reads everything again after one. The set may hold keys whose value changed back."""
-        taken = self._watched if self._watched is not None else set()
-        self._watched = set()
+    def take_committed_changes(self) -> dict[K, None]:
+        """The keys whose committed value changed (set, replaced or removed) since the last call, in the order they
+        first changed (a broker's data plane applies new partitions in the order they were created, as every
+        broker does: leaders and followers meet), and from now on note them (the first call starts it: it returns
+        nothing). A bulk load notes none: a reader compares :attr:`loads` and reads everything again after one.
+        It may hold keys whose value changed back."""
+        taken = self._watched if self._watched is not None else {}
+        self._watched = {}
         return taken

@@ -126,7 +126,7 @@ class ImageMetadata:
         return [k for k in held if (p := partitions.get(k)) is None or me not in p.replicas or k[0] not in topics]
 
     async def _read_changes(
-        self, keys: set[tuple[Uuid, int]]
+        self, keys: dict[tuple[Uuid, int], None]
     ) -> tuple[list[PartitionMetadata], list[tuple[Uuid, int]]]:
         partitions, topics = self._maps()
         me = self.broker_id

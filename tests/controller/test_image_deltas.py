@@ -178,3 +178,22 @@ async def test_a_large_delta_is_applied_in_slices_with_the_loop_running_between(
     assert turns >= len(news.partitions) // 3 - 1  # the loop turned between the slices
     assert manager_state(m) == manager_state(await full_read(image))
     assert not any(k[0] == doomed for k in m.partitions)
+
+
+async def test_a_delta_lists_partitions_in_the_order_they_were_created() -> None:
+    """Every broker applies new partitions in creation order, so a leader and its followers create a partition at
+    about the same point of their own progress (in hash order, a follower's copy could come seconds after the
+    leader started counting its lag, and it was shrunk out of the ISR)."""
+    log = SharedLog()
+    standby, _ = await start_controller(log, 2)
+    ctl, _, _ = await active_cluster(log, BROKERS, topics=[NewTopic("first", 1, 2)])
+    image = ImageMetadata(standby, ME)
+    await image.read()  # the first, full read
+    names = [f"t{i:02d}" for i in range(30)]
+    for name in names:
+        await ctl.create_topics([NewTopic(name, 4, 4)])  # all four brokers hold every partition
+    await ctl.delete_topics([DeleteTopicState(name="first")])
+    await settle()
+    news = await image.read()
+    assert not news.full and len(news.removed) == 1
+    assert [(p.topic, p.index) for p in news.partitions] == [(n, i) for n in names for i in range(4)]
