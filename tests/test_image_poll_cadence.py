@@ -61,3 +61,40 @@ async def test_a_costly_image_read_does_not_delay_the_next_one(monkeypatch: pyte
     finally:
         poller.cancel()
         await asyncio.gather(poller, return_exceptions=True)
+
+
+async def test_wait_applied_returns_once_the_read_being_applied_is_applied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The broker's metadata delivery waits on it between chunks: the image does not run ahead of the replicas."""
+    log = SharedLog()
+    standby, _ = await start_controller(log, 7, quiet_settings(serve_local_reads=True))
+    brokers = [(ME, None, False), (1, None, False), (2, None, False)]
+    _, _, epochs = await active_cluster(log, brokers, topics=[NewTopic("first", 3, 3)])
+    await settle()
+    p = DataPlane(ME, ("127.0.0.1", 0), None, lambda: epochs[ME], ReplicaConfig(), LoggingFaultHandler(), image=standby)  # type: ignore[arg-type]
+    p._sync_fetchers = lambda: None  # type: ignore[method-assign]
+    await asyncio.wait_for(p.wait_applied(), 1)  # nothing being applied: open
+    applying, release = asyncio.Event(), asyncio.Event()
+    apply_image = data_plane.apply_image
+
+    async def slow_apply(image, manager):  # type: ignore[no-untyped-def]
+        applying.set()
+        await release.wait()
+        return await apply_image(image, manager)
+
+    monkeypatch.setattr(data_plane, "apply_image", slow_apply)
+    task = asyncio.ensure_future(p._apply_image())
+    await applying.wait()
+    waiter = asyncio.ensure_future(p.wait_applied())
+    await asyncio.sleep(0.05)
+    assert not waiter.done()
+    release.set()
+    await asyncio.wait_for(waiter, 1)
+    assert task.done() and "first" in _topics(p)
+
+    async def failing_apply(image, manager):  # type: ignore[no-untyped-def]
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(data_plane, "apply_image", failing_apply)
+    with pytest.raises(RuntimeError):
+        await p._apply_image()
+    await asyncio.wait_for(p.wait_applied(), 1)  # a failed apply does not leave delivery held
