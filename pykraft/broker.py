@@ -304,7 +304,6 @@ class BrokerAgent:
         )
         if observer is not None:
             self.data_plane.check_describe = describe_check(observer, tls)
-            observer.node.delivery_gate = self.data_plane.wait_applied  # the image waits for the replicas
 
     @property
     def current_metadata_offset(self) -> int:

@@ -284,8 +284,6 @@ class DataPlane:
         self.manager.submit = self.sender.submit
         self._refresh = asyncio.Event()
         self.manager.request_refresh = self._refresh.set
-        self._applied = asyncio.Event()  # cleared while an image read is being applied: see wait_applied
-        self._applied.set()
         self.metadata_polls = 0
         self.last_poll_ms = 0.0
         self.config_polls = 0
@@ -386,25 +384,13 @@ class DataPlane:
         self.last_poll_ms = (time.perf_counter() - started) * 1000
         return changed
 
-    async def wait_applied(self) -> None:
-        """Until the image read being applied, if any, is applied. The broker's metadata delivery waits here between
-        chunks (Kafka's MetadataLoader publishes each delta to its ReplicaManager before it loads the next): the
-        image cannot run ahead of the replicas while a busy loop shares its turns between the two. It did: at the
-        end of a 600k-partition creation the replicas held 64-84k of 300k partitions, and the leaders' lag clocks
-        for the rest ran out before their followers created them (150k ISR shrinks)."""
-        await self._applied.wait()
-
     async def _apply_image(self) -> int:
         image = self.image
         assert image is not None
         if not image.ready(self.broker_epoch()):
             return 0  # still catching up to its registration
         started = time.perf_counter()
-        self._applied.clear()
-        try:
-            news, changed = await apply_image(image, self.manager)
-        finally:
-            self._applied.set()
+        news, changed = await apply_image(image, self.manager)
         if news.metadata:
             self.metadata_polls += 1
             self._sync_fetchers()

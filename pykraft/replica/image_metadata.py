@@ -40,7 +40,7 @@ class ImageMetadata:
     cost follows what changes, not what exists. A value that changes while a full walk is under way is read
     again by the next delta."""
 
-    SLICE = 10_000  # partitions walked between two yields to the loop (each read builds a PartitionMetadata)
+    SLICE = 50_000  # partitions walked between two yields to the loop
 
     def __init__(self, image: QuorumController, broker_id: int, listener_name: str = "PLAINTEXT") -> None:
         self.image = image
@@ -156,34 +156,18 @@ class ImageMetadata:
         return out
 
 
-# Partitions applied between two yields to the loop (~30 us each on a broker: a slice holds it ~60 ms of CPU). A
-# busy broker applying a 100k-partition delta in one go held its loop for seconds: its metadata fetches, heartbeats
-# and replica fetches waited, and it fell behind the leader's log start.
-APPLY_SLICE = 2_000
-
-
 async def apply_image(image: ImageMetadata, manager: ReplicaManager) -> tuple[ImageChanges, int]:
-    """Read what changed in the image and apply it to ``manager``: everything when the read says ``full``, else the
-    delta, :data:`APPLY_SLICE` partitions at a time (each partition's change applied whole), the removals last.
-    Returns the read and how many partitions changed state."""
+    """Read what changed in the image and apply it to ``manager``: everything, a slice at a time, when the read says
+    ``full``; else the delta. Returns the read and how many partitions changed state."""
     news = await image.read()
     if not news.full:
-        if not news.metadata:
-            return news, 0
-        parts = news.partitions
-        changed = manager.apply_delta(parts[:APPLY_SLICE], [], news.brokers)
-        for start in range(APPLY_SLICE, len(parts), APPLY_SLICE):
-            await asyncio.sleep(0)
-            changed += manager.apply_delta(parts[start : start + APPLY_SLICE], [])
-        return news, changed + manager.apply_delta([], news.removed)
+        changed = manager.apply_delta(news.partitions, news.removed, news.brokers) if news.metadata else 0
+        return news, changed
     brokers: dict[int, BrokerState] | None = image.brokers
     changed = 0
     async for partitions in image.read_all(manager.holds):
-        for start in range(0, len(partitions), APPLY_SLICE):
-            if start:
-                await asyncio.sleep(0)
-            changed += manager.apply_delta(partitions[start : start + APPLY_SLICE], [], brokers)
-            brokers = None
+        changed += manager.apply_delta(partitions, [], brokers)
+        brokers = None
     changed += manager.apply_delta([], image.gone(list(manager.partitions)), brokers)
     manager.rekey()
     release_freed_memory()  # after a snapshot load, the old image's keys were freed only now (re-keyed)

@@ -23,7 +23,7 @@ import contextlib
 import random
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -207,8 +207,6 @@ class RaftNode:
             self.snapshot_stats = SnapshotStats(latest, path.stat().st_size, path.stat().st_mtime)
         self._flush: asyncio.Future[int] | None = None
         self._delivery = asyncio.Event()
-        # Awaited between chunks of committed batches: a broker holds delivery while its replicas catch up.
-        self.delivery_gate: Callable[[], Awaitable[None]] | None = None
         self._delivery_task: asyncio.Task[None] | None = None
         self._leader = LeaderAndEpoch(-1, 0)
         self._settled_hw = -1
@@ -604,8 +602,6 @@ class RaftNode:
                     self._replay_step(state, replay, batch.record_count)
                     replay = state.replay
             await asyncio.sleep(0)  # let the loop breathe between chunks of a long catch-up
-            if self.delivery_gate is not None:
-                await self.delivery_gate()
 
     def _maybe_tell_leader(self, state: _ListenerState) -> None:
         leader = self._leader

@@ -4,7 +4,6 @@ ReplicaManager fed the deltas ends where one fed the whole image each time ends.
 
 from __future__ import annotations
 
-import asyncio
 from types import SimpleNamespace
 
 import pytest
@@ -141,43 +140,6 @@ async def test_a_snapshot_load_during_a_delta_read_drops_no_replica(monkeypatch:
     news, _ = await apply_image(image, m)
     assert loaded and not news.full and news.removed == [] and len(news.partitions) == 8
     assert set(m.partitions) == held
-
-
-async def test_a_large_delta_is_applied_in_slices_with_the_loop_running_between(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A busy broker's delta can hold 100k partitions: applied in one go, it held the loop (metadata fetches,
-    heartbeats, replica fetches) for seconds. Slices with the loop turning between them end in the same state."""
-    monkeypatch.setattr(image_metadata, "APPLY_SLICE", 3)
-    log = SharedLog()
-    standby, _ = await start_controller(log, 2)
-    ctl, _, epochs = await active_cluster(log, BROKERS, topics=[NewTopic("first", 2, 2)])
-    image = ImageMetadata(standby, ME)
-    m = ReplicaManager(ME, ReplicaConfig(), clock=lambda: 0, broker_epoch=lambda: epochs[ME])
-    await apply_image(image, m)  # the first, full read
-    doomed = standby.replication.topics_by_name["first"]
-    await ctl.create_topics([NewTopic(f"t{i}", 8, 2) for i in range(4)])
-    await ctl.delete_topics([DeleteTopicState(name="first")])
-    await settle()
-    turns = 0
-    stop = False
-
-    async def other_work() -> None:
-        nonlocal turns
-        while not stop:
-            turns += 1
-            await asyncio.sleep(0)
-
-    other = asyncio.ensure_future(other_work())
-    await asyncio.sleep(0)
-    turns = 0
-    news, _ = await apply_image(image, m)
-    stop = True
-    await other
-    assert not news.full and len(news.partitions) > 9 and news.removed
-    assert turns >= len(news.partitions) // 3 - 1  # the loop turned between the slices
-    assert manager_state(m) == manager_state(await full_read(image))
-    assert not any(k[0] == doomed for k in m.partitions)
 
 
 async def test_a_delta_lists_partitions_in_the_order_they_were_created() -> None:
