@@ -170,9 +170,7 @@ def capture(controller: QuorumController, copy: bool = True) -> ImageCapture:
         controller.acls.acls.committed(),
         controller.quotas.quotas.committed(),
     )
-    if copy:
-        maps = tuple(m.copy() for m in maps)  # type: ignore[assignment]
-    return ImageCapture(controller.committed_offset, *maps)  # type: ignore[arg-type]
+    return ImageCapture(controller.committed_offset, *(m.copy() if copy else m for m in maps))  # type: ignore[arg-type]
 
 
 def _broker_record(b: BrokerRegistration) -> RegisterBrokerRecord:

@@ -109,14 +109,11 @@ class RaftSnapshotWriter:
         self._child = snapshot_fork.start_child(self._file, records)
         self._forked_at = time.monotonic()
 
-    async def write_all(self, records: Iterable[bytes] | None = None) -> tuple[int, int]:
-        """Append ``records`` and freeze, in a forked child (the one :meth:`fork` started, without ``records``).
-        Returns the snapshot's size and records. Raises as :meth:`freeze` (the ``.part`` removed), or
-        :class:`~quorum.log.snapshot_fork.SnapshotChildError`."""
-        if records is not None:
-            self.fork(records)
+    async def write_all(self) -> tuple[int, int]:
+        """Wait for the child :meth:`fork` started, then publish its file. Returns the snapshot's size and records.
+        Raises as :meth:`freeze` (the ``.part`` removed), or :class:`~quorum.log.snapshot_fork.SnapshotChildError`."""
         node, file, child, started = self._node, self._file, self._child, self._forked_at
-        assert child is not None, "write_all without records needs fork() first"
+        assert child is not None, "write_all needs fork() first"
         self._child = None
         try:
             size, count = await child.wait(node._snapshotter)
