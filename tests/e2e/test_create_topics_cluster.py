@@ -281,7 +281,22 @@ async def test_kill_leader_while_creates_in_flight(pc: ProcessCluster, acked: di
 
 @pytest.fixture
 def restore_brokers(pc: ProcessCluster) -> Iterator[None]:
-    """After the test, whatever it did: every broker agent running again (a new incarnation) and unfenced."""
+    """Before the test, every replica back in its ISR: the test reads the ISRs, then kills, and an ISR expansion
+    between the two (a broker the previous test restarted, rejoining) made it check a stale ISR. After the test,
+    whatever it did: every broker agent running again (a new incarnation) and unfenced."""
+
+    async def full_isrs() -> None:
+        async with AdminClient(pc.bootstrap) as admin:
+            deadline = time.monotonic() + 60
+            while True:
+                described = await admin.describe_topics()
+                short = [(d.name, p) for d in described for p in d.partitions if set(p.isr) != set(p.replicas)]
+                if not short:
+                    return
+                assert time.monotonic() < deadline, f"ISRs not full 60 s on: {short[:5]}"
+                await asyncio.sleep(0.1)
+
+    asyncio.run(full_isrs())
     yield
     for b in pc.brokers.values():
         if not b.running:
