@@ -71,7 +71,7 @@ async def test_a_cancelled_write_kills_the_child(tmp_path: Path, executor: Threa
     file = writer(tmp_path)
     task = asyncio.ensure_future(write_in_child(file, records(), executor))
     for _ in range(500):
-        if marker.exists():
+        if marker.exists() and marker.read_text():  # written, not just created (write_text is not atomic)
             break
         await asyncio.sleep(0.01)
     pid = int(marker.read_text())
