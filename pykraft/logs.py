@@ -40,7 +40,7 @@ def add_error_name(_logger: object, _method: str, event: MutableMapping[str, Any
 
 
 class RotatingLineWriter:
-    """A file object for structlog's ``PrintLogger``: each line goes through a stdlib ``RotatingFileHandler`` (size
+    """A file object for structlog's ``WriteLogger``: each line goes through a stdlib ``RotatingFileHandler`` (size
     checked before each line, so a line is never split across files; flushed per line so a crash loses nothing)."""
 
     def __init__(self, path: Path, max_bytes: int, backups: int) -> None:
@@ -51,8 +51,6 @@ class RotatingLineWriter:
         self.handler.setFormatter(logging.Formatter("%(message)s"))
 
     def write(self, text: str) -> int:
-        if text == "\n":  # print() writes a line and its end in two calls; the handler ends each line itself
-            return 1
         self.handler.handle(logging.makeLogRecord({"msg": text.rstrip("\n"), "levelno": logging.INFO}))
         return len(text)
 
@@ -101,7 +99,9 @@ def configure_logging(
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
+        # WriteLogger writes an event and its newline in one call (print() makes two): on an unbuffered stderr a
+        # kill -9 between them would leave the line open, and the next process's first event would join it.
+        logger_factory=structlog.WriteLoggerFactory(file=out),
         cache_logger_on_first_use=True,  # a node logs per request: resolve each logger's chain once
     )
     structlog.contextvars.clear_contextvars()

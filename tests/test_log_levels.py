@@ -186,6 +186,33 @@ def test_the_log_file_rotates_by_size_and_loses_nothing(tmp_path: Path, configur
     assert seqs == list(range(seqs[0], total)), seqs
 
 
+def test_each_event_reaches_stderr_in_one_write(
+    configure: Callable[..., None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """stderr is unbuffered: an event written in two calls (print() writes the line, then its end) could be cut by a
+    kill -9 between them, and the next process's first event would join the open line."""
+    writes: list[str] = []
+
+    class Stderr:
+        def write(self, text: str) -> int:
+            writes.append(text)
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+        def isatty(self) -> bool:
+            return False
+
+    monkeypatch.setattr("sys.stderr", Stderr())
+    configure(node_id=7)
+    log = structlog.get_logger("test")
+    log.info("first", seq=1)
+    log.warning("second", seq=2)
+    assert len(writes) == 2 and all(w.endswith("\n") and w.count("\n") == 1 for w in writes), writes
+    assert [json.loads(w)["seq"] for w in writes] == [1, 2]
+
+
 # -- progress while replaying at start -------------------------------------------------------------------------
 
 
