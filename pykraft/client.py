@@ -284,6 +284,7 @@ class AdminClient(AclAdmin, QuotaAdmin):  # ACLs: pykraft/acl_client.py; quotas,
         backoff = self.retry_backoff_ms / 1000
         candidates = list(self.servers)
         last_error = "no attempt made"
+        queue_full: Any = None  # the last queue-full refusal: what the caller gets if the deadline ends the retries
         tried = 0
         while True:
             target = self._controller or candidates[tried % len(candidates)]
@@ -300,6 +301,8 @@ class AdminClient(AclAdmin, QuotaAdmin):  # ACLs: pykraft/acl_client.py; quotas,
                     )
                 remaining = min(remaining, unreached)
             if remaining <= 0:
+                if queue_full is not None:
+                    return queue_full  # the backoff's sleep overran the deadline
                 raise AdminError(
                     f"{method} did not succeed before its deadline: {last_error}", Errors.REQUEST_TIMED_OUT
                 )
@@ -311,7 +314,7 @@ class AdminClient(AclAdmin, QuotaAdmin):  # ACLs: pykraft/acl_client.py; quotas,
             except grpc.RpcError as e:  # grpc.aio's AioRpcError, or a blocking call's error: both have code()
                 if e.code() not in RETRIABLE_CODES:
                     raise AdminError(f"{method} to {target}: {e.code().name} {e.details()}") from None
-                last_error = f"{target}: {e.code().name}"
+                last_error, queue_full = f"{target}: {e.code().name}", None
                 if e.code() == grpc.StatusCode.UNAVAILABLE and e.details():
                     # gRPC's detail ends in the cause ("...: connect: Connection refused (111)"): keep that part,
                     # or say what a failed TLS handshake means.
@@ -323,6 +326,7 @@ class AdminClient(AclAdmin, QuotaAdmin):  # ACLs: pykraft/acl_client.py; quotas,
                     # Never queued, nothing done: resend to the same controller after a backoff, as Kafka's admin
                     # client retries a retriable error. Out of time, the caller gets this answer.
                     self._controller = target
+                    queue_full = response
                     pause = backoff * (0.8 + 0.4 * random.random())
                     if time.monotonic() + pause >= deadline:
                         return response
@@ -333,7 +337,7 @@ class AdminClient(AclAdmin, QuotaAdmin):  # ACLs: pykraft/acl_client.py; quotas,
                 if response.error_code != Errors.NOT_CONTROLLER:
                     self._controller = target
                     return response
-                last_error = f"{target}: NOT_CONTROLLER ({response.error_message})"
+                last_error, queue_full = f"{target}: NOT_CONTROLLER ({response.error_message})", None
                 hint = response.controller.controller_endpoint
                 self._controller = hint if hint and hint != target else None
                 if self._controller is not None:

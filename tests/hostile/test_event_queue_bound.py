@@ -90,6 +90,13 @@ async def test_the_admin_client_retries_a_full_queue_with_backoff_but_not_a_real
         with pytest.raises(AdminError, match="event queue is full") as refused:
             await admin.describe_cluster(timeout_ms=300)
         assert refused.value.code == Errors.REQUEST_TIMED_OUT
+        # ... also when a backoff's sleep overruns the deadline (a busy loop wakes it late; every sleep in the
+        # process is late for this one call).
+        sleep = asyncio.sleep
+        monkeypatch.setattr("pykraft.client.asyncio.sleep", lambda pause: sleep(pause + 0.4))
+        with pytest.raises(AdminError, match="event queue is full") as refused:
+            await admin.describe_cluster(timeout_ms=300)
+        monkeypatch.undo()
         controller.queue.max_size = MAX_QUEUED_EVENTS
 
         sent: list[str] = []
