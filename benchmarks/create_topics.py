@@ -8,6 +8,8 @@ Prints, measured in one run:
 - topics/s with 100 topics per request;
 - p50/p99 at a fixed offered load of 500 topics/s (open loop; latency from the scheduled time);
 - the time to create one topic of 1,000 partitions (p50, p99 of N trials);
+- the elections (and pre-votes) the controllers started during those phases, each with the reason its node gave:
+  a healthy leader under this load should never be deposed (target 0);
 - beside them, measured in the same run: a raw grpc.aio echo server's rate at the same concurrency (same
   request shape, in its own process) and the raw Raft append rate (AppendRecords of the same 4 records a topic
   costs, through the same leader), with the ratios;
@@ -406,6 +408,23 @@ def tls_cost(base: Path, clients: int, duration: float) -> dict:
     return cost
 
 
+def candidacies_since(cluster: Cluster, marks: dict[int, int]) -> list[tuple[str, str]]:
+    """The pre-votes (role Prospective) and elections (Candidate) the nodes started after ``marks`` (each log's
+    size then): the role, and a line with the node, the epoch and the reason the node gave."""
+    out = []
+    for node_id, node in cluster.nodes.items():
+        with node.log_path.open("rb") as f:
+            f.seek(marks[node_id])
+            lines = f.read().decode(errors="replace").splitlines()
+        for line in lines:
+            if not line.startswith("{"):
+                continue
+            e = json.loads(line)
+            if e.get("event") == "role_changed" and e.get("role") in ("Prospective", "Candidate"):
+                out.append((e["role"], f"node {node_id} {e['role']} in epoch {e.get('epoch')}: {e.get('reason')}"))
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     duration = 1.5 if args.quick else args.duration
     trials = 5 if args.quick else 20
@@ -469,6 +488,7 @@ def run(args: argparse.Namespace) -> int:
         if report["warmup"]["failed"]:
             print(f"warm-up: {errors_text(report['warmup'])}")
         leader_id = next(i for i, n in cluster.nodes.items() if n.address == target)
+        log_marks = {i: n.log_path.stat().st_size for i, n in cluster.nodes.items()}
         nodes = {"leader": leader_id, **{f"follower {i}": i for i in cluster.nodes if i != leader_id}}
         node_pids = {name: cluster.nodes[i].proc.pid for name, i in nodes.items()}  # type: ignore[union-attr]
 
@@ -521,6 +541,15 @@ def run(args: argparse.Namespace) -> int:
         top = report["closed_loop"][-1]
         echo128 = report["echo"][-1]
         cores = os.cpu_count() or 1
+        stood = candidacies_since(cluster, log_marks)
+        report["elections"] = sum(role == "Candidate" for role, _ in stood)
+        report["pre_votes"] = sum(role == "Prospective" for role, _ in stood)
+        print(
+            f"elections during the measured phases: {report['elections']} (target 0); pre-votes started: "
+            f"{report['pre_votes']} (a pre-vote the other voters refuse disturbs nothing)"
+        )
+        for _, line in stood:
+            print(f"  {line}")
         print()
         stop_all()  # the TLS comparison gets the machine to itself: two fresh clusters, one after the other
         report["tls"] = tls_cost(base, args.tls_clients, duration)
@@ -547,6 +576,7 @@ def run(args: argparse.Namespace) -> int:
             ("100 topics/request >= 20,000 topics/s", report["batch_100"]["topics_per_s"] >= 20_000),
             ("p99 <= 30 ms at 500 topics/s offered", report["open_500"]["p99_ms"] <= 30),
             ("1,000-partition topic p50 <= 100 ms", report["big_topic"]["p50_ms"] <= 100),
+            ("no election during the measured phases", report["elections"] == 0),
         ]
         measured = {"warm-up": report["warmup"]}
         for kind in ("closed_loop", "echo", "raw_raft"):
