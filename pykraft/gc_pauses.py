@@ -69,3 +69,13 @@ def install() -> GcPauses:
         gc.callbacks.append(_installed)
         memory.freezes_long_lived = True  # a snapshot load freezes what it loaded, as a full collection would
     return _installed
+
+
+def uninstall() -> None:
+    """Undo :func:`install` (a process that ran a node in process and goes on without it: the tests)."""
+    global _installed
+    if _installed is not None:
+        if _installed in gc.callbacks:
+            gc.callbacks.remove(_installed)
+        _installed = None
+        memory.freezes_long_lived = False

@@ -1,7 +1,6 @@
 """Loaded before any test module: ``pykraft`` turns gRPC's fork support off before grpc is first imported, as in a
 node (a snapshot is written by a forked child: quorum/log/snapshot_fork.py)."""
 
-import gc
 from collections.abc import Iterator
 
 import pytest
@@ -17,9 +16,5 @@ def _no_gc_hook_left_behind() -> Iterator[None]:
     there, the hook logged a later test's slow collection into the output that test compares (a CLI's stdout) and
     kept the freezing policy on for it: each test starts without it."""
     yield
-    hook = gc_pauses._installed
-    if hook is not None:
-        if hook in gc.callbacks:
-            gc.callbacks.remove(hook)
-        gc_pauses._installed = None
-    memory.freezes_long_lived = False
+    gc_pauses.uninstall()
+    memory.freezes_long_lived = False  # a test may have set it without the hook

@@ -80,3 +80,13 @@ def test_install_is_idempotent(monkeypatch: pytest.MonkeyPatch) -> None:
     finally:
         gc.callbacks.remove(first)
         gc.unfreeze()
+
+
+def test_uninstall_undoes_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gc_pauses, "_installed", None)
+    hook = gc_pauses.install()
+    gc_pauses.uninstall()
+    assert hook not in gc.callbacks and not memory.freezes_long_lived
+    assert gc_pauses.install() is not hook  # a fresh one next time
+    gc_pauses.uninstall()
+    gc.unfreeze()
