@@ -8,8 +8,10 @@ nominal duration or a schedule's length.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from quorum.errors import Errors, KafkaError
@@ -161,3 +163,23 @@ def rss_bytes(pid: int) -> int | None:
     except OSError:
         return None
     return None
+
+
+def log_events(path: Path, event: str, since: int = 0) -> list[dict[str, Any]]:
+    """The JSON log lines of ``event`` in a process's log from byte ``since`` on."""
+    out = []
+    try:
+        with path.open("rb") as f:
+            f.seek(since)
+            for line in f:
+                if b'"event"' not in line or event.encode() not in line:
+                    continue
+                try:
+                    item = json.loads(line)
+                except ValueError:
+                    continue
+                if item.get("event") == event:
+                    out.append(item)
+    except OSError:
+        pass
+    return out

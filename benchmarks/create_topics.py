@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import grpc  # noqa: E402
-from _stats import Tally, acceptance, error_name, errors_text, ratio  # noqa: E402
+from _stats import Tally, acceptance, error_name, errors_text, log_events, ratio  # noqa: E402
 
 from controller.records import PartitionRecord, TopicRecord, Uuid, serialize  # noqa: E402
 from pykraft.api import controller_pb2 as pb  # noqa: E402
@@ -413,14 +413,8 @@ def candidacies_since(cluster: Cluster, marks: dict[int, int]) -> list[tuple[str
     size then): the role, and a line with the node, the epoch and the reason the node gave."""
     out = []
     for node_id, node in cluster.nodes.items():
-        with node.log_path.open("rb") as f:
-            f.seek(marks[node_id])
-            lines = f.read().decode(errors="replace").splitlines()
-        for line in lines:
-            if not line.startswith("{"):
-                continue
-            e = json.loads(line)
-            if e.get("event") == "role_changed" and e.get("role") in ("Prospective", "Candidate"):
+        for e in log_events(node.log_path, "role_changed", marks[node_id]):
+            if e.get("role") in ("Prospective", "Candidate"):
                 out.append((e["role"], f"node {node_id} {e['role']} in epoch {e.get('epoch')}: {e.get('reason')}"))
     return out
 

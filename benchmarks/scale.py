@@ -69,7 +69,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import grpc  # noqa: E402
-from _stats import Tally, acceptance, error_name, errors_text, median, ratio, rss_bytes  # noqa: E402
+from _stats import Tally, acceptance, error_name, errors_text, log_events, median, ratio, rss_bytes  # noqa: E402
 from create_topics import cpu_seconds, failed_codes, topic_request  # noqa: E402
 
 from pykraft.api import controller_pb2 as pb  # noqa: E402
@@ -138,26 +138,6 @@ def scrape(port: int, timeout: float = 2.0) -> dict[str, float] | None:
                 out["role"] = name_labels.rsplit('state="', 1)[1].split('"', 1)[0]
             continue
         out.setdefault(name, float(value))
-    return out
-
-
-def log_events(path: Path, event: str, since: int = 0) -> list[dict[str, Any]]:
-    """The JSON log lines of ``event`` in a process's log from byte ``since`` on."""
-    out = []
-    try:
-        with path.open("rb") as f:
-            f.seek(since)
-            for line in f:
-                if b'"event"' not in line or event.encode() not in line:
-                    continue
-                try:
-                    item = json.loads(line)
-                except ValueError:
-                    continue
-                if item.get("event") == event:
-                    out.append(item)
-    except OSError:
-        pass
     return out
 
 
