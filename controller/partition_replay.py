@@ -20,7 +20,7 @@ the generic replay does.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from controller.partition_change import NO_LEADER_CHANGE, PartitionRegistration
@@ -150,6 +150,7 @@ class PartitionRecordReplay:
         self._partitions = replication.partitions
         self._parts = replication.partitions.committed()
         self._put = self._partitions.__setitem__  # through the map: its version and watchers see each change
+        self._loading = False
         self._track = replication.reassignments.track
         self._shared = replication.shared
         # The registration each record body (all but partition and topic id) decodes to, by record version (the
@@ -160,6 +161,7 @@ class PartitionRecordReplay:
     def bulk(self, loading: bool) -> None:
         """While a snapshot loads into fresh state (TimelineDict.bulk_load: the map's version is bumped once and
         its readers read everything again), write the committed dict itself: ~0.5 µs a partition less."""
+        self._loading = loading
         self._put = self._parts.__setitem__ if loading else self._partitions.__setitem__
 
     def release(self) -> None:
@@ -171,34 +173,63 @@ class PartitionRecordReplay:
     def apply(self, value: bytes) -> bool:
         """Replay ``value`` if it is a PartitionRecord or PartitionChangeRecord this path reads; False (nothing
         done) if not: the caller then takes the generic path."""
-        header = value[:3]
-        if header != _PARTITION_V1 and header != _PARTITION_V0:
-            return header in _CHANGE_HEADERS and self._apply_change(value)
-        topic = self._topics.get(value[7:_BODY])
-        if topic is None:
-            return False  # the generic path names the unknown topic
-        v1 = header == _PARTITION_V1
-        bodies = self._bodies[v1]
-        body = value[_BODY:]
-        p = bodies.get(body)
-        if p is None:
-            try:
-                p = self._decode(value, v1)
-            except (IndexError, ValueError, struct.error):
-                return False  # the generic path explains what is wrong with it
+        return self.apply_run((value,)) == 1
+
+    def apply_run(self, values: Sequence[bytes], start: int = 0) -> int:
+        """:meth:`apply` each of ``values`` from ``start`` on, up to the first it does not take; returns that
+        record's index (``len(values)`` if it took them all). One call per run of records, not per record: a
+        snapshot is nearly all PartitionRecords, and the call, the topic lookup (the run's records come topic by
+        topic) and, while loading, the lookup of a previous value (there is none) are what this loop saves
+        (measured: 25% of a 2M-partition snapshot's load)."""
+        topics, parts, put = self._topics, self._parts, self._put
+        loading = self._loading  # a bulk load into fresh state: a key is nearly always new
+        setdefault, get = parts.setdefault, parts.get
+        bodies_by_version, decode, track = self._bodies, self._decode, self._track
+        raw_id: bytes = b""  # the topic id of the previous record, as its bytes, and its topic's own id object
+        topic_id: Uuid | None = None
+        for i in range(start, len(values)):
+            value = values[i]
+            if value.startswith(_PARTITION_V1):  # startswith: no slice made per record
+                v1 = True
+            elif value.startswith(_PARTITION_V0):
+                v1 = False
+            else:
+                if value[:3] in _CHANGE_HEADERS and self._apply_change(value):
+                    continue
+                return i
+            if topic_id is None or not value.startswith(raw_id, 7):
+                topic = topics.get(value[7:_BODY])
+                if topic is None:
+                    return i  # the generic path names the unknown topic
+                raw_id, topic_id = value[7:_BODY], topic.id  # keys share the topic's id rather than hold a copy
+            bodies = bodies_by_version[v1]
+            body = value[_BODY:]
+            p = bodies.get(body)
             if p is None:
-                return False
-            if len(bodies) >= MAX_SHARED_REGISTRATIONS:
-                bodies.clear()
-            bodies[body] = p
-        topic_id = topic.id  # the topic's own id object: keys share it rather than hold a copy each
-        index = _I32(value, 3)[0]
-        key = (topic_id, index)
-        before = self._parts.get(key)  # the committed value is the latest: nothing is pending
-        self._put(key, p)
-        if p[5] or p[6] or (before is not None and (before[5] or before[6])):  # moving (removing, adding)
-            self._track(topic_id, index, before, p)
-        return True
+                try:
+                    p = decode(value, v1)
+                except (IndexError, ValueError, struct.error):
+                    return i  # the generic path explains what is wrong with it
+                if p is None:
+                    return i
+                if len(bodies) >= MAX_SHARED_REGISTRATIONS:
+                    bodies.clear()
+                bodies[body] = p
+            index = _I32(value, 3)[0]
+            key = (topic_id, index)
+            if loading:
+                held = len(parts)
+                before = setdefault(key, p)  # one lookup: the key is new, or else it is written below
+                if len(parts) == held:
+                    put(key, p)
+                else:
+                    before = None
+            else:
+                before = get(key)  # the committed value is the latest: nothing is pending
+                put(key, p)
+            if p[5] or p[6] or (before is not None and (before[5] or before[6])):  # moving (removing, adding)
+                track(topic_id, index, before, p)
+        return len(values)
 
     def _apply_change(self, value: bytes) -> bool:
         """As the generic replay's ``merge``: a named leader bumps the leader epoch, every change the partition

@@ -290,6 +290,22 @@ class QuorumController:
 
     # -- RaftListener ----------------------------------------------------------------------------------------
 
+    def _replay_value(self, value: bytes, batch: CommittedBatch, i: int) -> None:
+        """Decode and replay the ``i``-th record of a committed batch: the generic path."""
+        offset = batch.base_offset + i
+        try:
+            message, _ = deserialize(value)
+        except DecodeError as e:
+            raise ReplayError(f"cannot decode the record at offset {offset}: {e}") from e
+        try:
+            self._replay(message, offset)
+        except Exception as e:
+            role = "active" if self.active else "standby"
+            raise ReplayError(
+                f"cannot apply the {type(message).__name__} at offset {offset} on the {role} controller "
+                f"(batch {batch.base_offset}-{batch.last_offset}): {type(e).__name__}: {e}"
+            ) from e
+
     def handle_commit(self, batch: CommittedBatch) -> None:
         """Apply a committed batch (the records this controller wrote itself were applied when written).
         Raises :class:`ReplayError` for a record it cannot decode or apply: Raft's delivery treats it as fatal."""
@@ -300,28 +316,25 @@ class QuorumController:
             # PartitionRecords from their bytes (most of what a standby replays), while nothing is pending: the
             # fast path writes committed state, as the generic replay does then. Anything else: the generic path.
             timeline = self.timeline
-            fast = None if timeline.pending or timeline.offset is not None else self.replication.partition_records.apply
-            for i, value in enumerate(batch.records):
-                offset = batch.base_offset + i
-                if written:
-                    while written and written[0][1] < offset:
-                        written.popleft()
-                    if written and written[0][0] <= offset:
-                        continue  # this controller replayed it when it appended it
-                if fast is not None and fast(value):
-                    continue
-                try:
-                    message, _ = deserialize(value)
-                except DecodeError as e:
-                    raise ReplayError(f"cannot decode the record at offset {offset}: {e}") from e
-                try:
-                    self._replay(message, offset)
-                except Exception as e:
-                    role = "active" if self.active else "standby"
-                    raise ReplayError(
-                        f"cannot apply the {type(message).__name__} at offset {offset} on the {role} controller "
-                        f"(batch {batch.base_offset}-{batch.last_offset}): {type(e).__name__}: {e}"
-                    ) from e
+            pending = timeline.pending or timeline.offset is not None
+            values = batch.records
+            if not written and not pending:  # a standby's batch: runs of fast-path records, one call per run
+                run = self.replication.partition_records.apply_run
+                i = run(values)
+                while i < len(values):
+                    self._replay_value(values[i], batch, i)
+                    i = run(values, i + 1)
+            else:
+                fast = None if pending else self.replication.partition_records.apply
+                for i, value in enumerate(values):
+                    offset = batch.base_offset + i
+                    if written:
+                        while written and written[0][1] < offset:
+                            written.popleft()
+                        if written and written[0][0] <= offset:
+                            continue  # this controller replayed it when it appended it
+                    if fast is None or not fast(value):
+                        self._replay_value(value, batch, i)
         self.committed_offset = batch.last_offset
         self.timeline.commit_through(batch.last_offset)
         self.acls.publish(self.authorizer)

@@ -281,7 +281,7 @@ def load_records(controller: QuorumController, batches: Iterable[CommittedBatch]
     replication = controller.replication
     replication.partitions.bulk_load()  # checks that nothing is pending: the fast path writes committed state
     replication.partition_records.bulk(True)
-    fast = replication.partition_records.apply  # nearly every record of a large snapshot
+    fast = replication.partition_records.apply_run  # nearly every record of a large snapshot
     replay = controller._replay
     count = 0
     # Every object loaded lives on, and none is in a cycle: collections during the load would only rescan the
@@ -297,13 +297,13 @@ def load_records(controller: QuorumController, batches: Iterable[CommittedBatch]
     try:
         for batch in batches:
             values = batch.records
-            for i, value in enumerate(values):
-                if fast(value):
-                    continue
+            i = fast(values)
+            while i < len(values):
                 try:
-                    replay(deserialize(value).message, -1)  # -1: not at a log offset (see the module's docstring)
+                    replay(deserialize(values[i]).message, -1)  # -1: not at a log offset (see the module's docstring)
                 except Exception as e:
                     raise ValueError(f"record {count + i} of the snapshot: {type(e).__name__}: {e}") from e
+                i = fast(values, i + 1)
             count += len(values)
     finally:
         replication.partition_records.bulk(False)

@@ -30,22 +30,25 @@ UNASSIGNED = METADATA_TOPIC_ID
 
 def standby(fast: bool = True) -> QuorumController:
     ctl = QuorumController(7, FakeRaft(7, SharedLog()), quiet_settings())
-    if not fast:
-        ctl.replication.partition_records.apply = lambda value: False  # type: ignore[method-assign]
+    if not fast:  # the fast path takes nothing: every record goes the generic way
+        records = ctl.replication.partition_records
+        records.apply = lambda value: False  # type: ignore[method-assign]
+        records.apply_run = lambda values, start=0: start  # type: ignore[method-assign]
     return ctl
 
 
 def counting(ctl: QuorumController) -> list[int]:
-    """Counts the records the fast path took: [taken]."""
+    """Counts the records the fast path took (``apply`` takes one through ``apply_run``): [taken]."""
     taken = [0]
-    apply = ctl.replication.partition_records.apply
+    records = ctl.replication.partition_records
+    apply_run = records.apply_run
 
-    def counted(value: bytes) -> bool:
-        done = apply(value)
-        taken[0] += done
-        return done
+    def counted_run(values: Sequence[bytes], start: int = 0) -> int:
+        stopped = apply_run(values, start)
+        taken[0] += stopped - start
+        return stopped
 
-    ctl.replication.partition_records.apply = counted  # type: ignore[method-assign]
+    records.apply_run = counted_run  # type: ignore[method-assign]
     return taken
 
 
