@@ -8,6 +8,7 @@ nominal duration or a schedule's length.
 
 from __future__ import annotations
 
+import compileall
 import json
 import time
 from collections import Counter
@@ -15,6 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from quorum.errors import Errors, KafkaError
+
+PRODUCT_PACKAGES = ("quorum", "controller", "broker", "pykraft")
+
+
+def compile_product() -> None:
+    """Byte-compile the product's modules (only what changed), as ``make bytecode`` does and as pip does for a
+    package it installs, so that a node's start in a benchmark is not also the compile of its sources (an editable
+    install, where PYTHONDONTWRITEBYTECODE is set: ~0.4 s of every process start on this machine)."""
+    root = Path(__file__).resolve().parent.parent
+    for package in PRODUCT_PACKAGES:
+        if not compileall.compile_dir(root / package, quiet=1, workers=0):
+            raise RuntimeError(f"cannot byte-compile {root / package}")
 
 
 def error_name(code: int) -> str:
