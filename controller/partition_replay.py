@@ -180,7 +180,7 @@ class PartitionRecordReplay:
         record's index (``len(values)`` if it took them all). One call per run of records, not per record: a
         snapshot is nearly all PartitionRecords, and the call, the topic lookup (the run's records come topic by
         topic) and, while loading, the lookup of a previous value (there is none) are what this loop saves
-        (measured: 25% of a 2M-partition snapshot's load)."""
+        (measured: 12% of the replay CPU of a 2M-partition snapshot, best of 3 each)."""
         topics, parts, put = self._topics, self._parts, self._put
         loading = self._loading  # a bulk load into fresh state: a key is nearly always new
         setdefault, get = parts.setdefault, parts.get
