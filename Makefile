@@ -18,8 +18,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 ## The product's modules compiled to bytecode, as pip compiles a package it installs: the editable install's
-## sources are otherwise compiled again at every process start wherever PYTHONDONTWRITEBYTECODE is set (~0.3 s of
-## each node's or CLI command's start on this machine). Only what changed is compiled again.
+## sources are otherwise compiled again at every process start wherever PYTHONDONTWRITEBYTECODE is set (here
+## `pykraft topics --help`: 0.88-1.24 s uncompiled, 0.42-0.58 s compiled). Only what changed is compiled again.
 bytecode: $(STAMP)
 	@$(PY) -m compileall -q -j 0 quorum controller broker pykraft audit
 

@@ -23,7 +23,7 @@ PRODUCT_PACKAGES = ("quorum", "controller", "broker", "pykraft")
 def compile_product() -> None:
     """Byte-compile the product's modules (only what changed), as ``make bytecode`` does and as pip does for a
     package it installs, so that a node's start in a benchmark is not also the compile of its sources (an editable
-    install, where PYTHONDONTWRITEBYTECODE is set: ~0.4 s of every process start on this machine)."""
+    install, where PYTHONDONTWRITEBYTECODE is set: 0.4-0.7 s of every process start on this machine)."""
     root = Path(__file__).resolve().parent.parent
     for package in PRODUCT_PACKAGES:
         if not compileall.compile_dir(root / package, quiet=1, workers=0):
