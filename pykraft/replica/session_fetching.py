@@ -252,11 +252,15 @@ class SessionFetching:
         s.epoch = fetch.session_epoch + 1
         max_bytes = self.config.replica_fetch_max_bytes
         sent = []
-        for key in answers:
+        for key, answer in answers.items():
             p = self.partitions.get(key)  # type: ignore[call-overload]  # bytes hash as the Uuid does
             s.dirty.add(key)  # type: ignore[arg-type]
             if p is not None and p.followed_from == leader_id and p.sent_gen == s.gen:
                 sent.append(FetchItem(p, p.sent_offset, p.sent_epoch, max_bytes))
+                if answer.error != Errors.NONE:
+                    # The leader drops a partition it answers with an error from the session: ask for it anew once
+                    # fetchable, even if the next fetch is built after the backoff ended and so never forgets it.
+                    p.sent_gen = 0
         return self.on_fetch_answers(sent, answers)
 
     def session_failed(self, leader_id: int, fetch: SessionFetch) -> None:

@@ -187,3 +187,46 @@ def test_a_partition_that_comes_while_the_full_fetch_is_in_flight_is_fetched_nex
     fetch = follower.session_fetch(leader)
     assert fetch is not None and fetch.session_id == session_id
     assert [(i.partition.index) for i in fetch.items] == [new]
+
+
+def _exchange(sim: Sim, follower_id: int, leader_id: int) -> list[tuple[int, Errors]]:
+    """One session fetch from ``follower_id`` to ``leader_id``, answered and applied: (partition, error) per answer."""
+    follower = sim.managers[follower_id]
+    fetch = follower.session_fetch(leader_id)
+    assert fetch is not None
+    items = [
+        (bytes(i.partition.topic_id), i.partition.index, i.fetch_offset, i.leader_epoch, i.max_bytes)
+        for i in fetch.items
+    ]
+    forgotten = [(bytes(t), i) for t, i in fetch.forgotten]
+    error, session_id, answers = sim.managers[leader_id].answer_session_fetch(
+        follower_id, sim.ctrl.brokers[follower_id].epoch, 10 << 20, fetch.session_id, fetch.session_epoch, items,
+        forgotten,
+    )  # fmt: skip
+    follower.on_session_response(leader_id, fetch, error, session_id, {(t, i): a for t, i, a in answers})
+    return [(i, a.error) for _, i, a in answers]
+
+
+def test_a_partition_answered_with_an_error_is_asked_again_however_late_the_next_fetch() -> None:
+    """A leader drops from the session a partition it answers with an error (here: it has not learnt of the
+    partition yet). The follower must ask for it again once its backoff ends, even when its next fetch is built
+    only after the backoff has run out (a busy broker): it once kept counting the partition as held by the
+    leader's session and never fetched it again, and the leader shrank it out of the ISR after
+    replica.lag.time.max.ms (thousands of shrinks per broker in the scale run)."""
+    sim = Sim(partitions=3, config=IDLE, sessions=True)
+    sim.run_until(lambda: parked(sim) == 6, 4000)
+    leader_id, follower_id = 1, 2
+    new = max(sim.ctrl.partitions) + 1
+    sim.ctrl.partitions[new] = {
+        "leader": leader_id, "le": 0, "pe": 0, "replicas": (leader_id, follower_id), "isr": (leader_id, follower_id),
+    }  # fmt: skip
+    follower = sim.managers[follower_id]
+    follower.apply_metadata(sim.ctrl.metadata(), sim.ctrl.brokers)  # the follower learns of it first
+    assert _exchange(sim, follower_id, leader_id) == [(new, Errors.UNKNOWN_TOPIC_OR_PARTITION)]
+    sim.now += IDLE.replica_fetch_backoff_ms + 1  # the next fetch is built after the backoff ended
+    sim.managers[leader_id].apply_metadata(sim.ctrl.metadata(), sim.ctrl.brokers)  # the leader learns of it
+    assert _exchange(sim, follower_id, leader_id) == [(new, Errors.NONE)]
+    leader = sim.managers[leader_id].partitions[(TOPIC, new)]
+    assert leader.remotes.get(follower_id).log_end_offset == 10  # the leader saw the follower's fetch
+    sim.run_until(lambda: sim.now >= 4 * LAG_MS, 5 * LAG_MS)
+    assert sim.ctrl.partitions[new]["isr"] == (leader_id, follower_id)  # and it never left the ISR
