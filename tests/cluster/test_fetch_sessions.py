@@ -7,8 +7,10 @@ fetchers use sessions over gRPC there too."""
 
 from __future__ import annotations
 
+import random
 import sys
 
+import pytest
 from test_data_plane import EPOCHS, LAG_MS, TOPIC, Sim
 
 from pykraft.replica.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, NO_SESSION, SHRINK_BYTES, shrunk
@@ -230,3 +232,54 @@ def test_a_partition_answered_with_an_error_is_asked_again_however_late_the_next
     assert leader.remotes.get(follower_id).log_end_offset == 10  # the leader saw the follower's fetch
     sim.run_until(lambda: sim.now >= 4 * LAG_MS, 5 * LAG_MS)
     assert sim.ctrl.partitions[new]["isr"] == (leader_id, follower_id)  # and it never left the ISR
+
+
+class BusySim(Sim):
+    """Brokers that apply each metadata change at their own moment (so a follower often learns of a partition before
+    its leader does) and build their fetches late, as brokers on a loaded machine do. Seeded."""
+
+    def __init__(self, seed: int, config: ReplicaConfig) -> None:
+        self.rng = random.Random(seed)
+        self.staggered = False
+        super().__init__(partitions=3, config=config, sessions=True)
+        self.staggered = True
+        self.next_poll = dict.fromkeys(EPOCHS, 0)
+
+    def poll(self) -> None:
+        if not self.staggered:
+            super().poll()
+
+    def step(self) -> None:
+        planned = dict(self.next_fetch)
+        super().step()
+        for b, m in self.managers.items():
+            if self.next_fetch[b] != planned[b]:  # it fetched: its next fetch is built up to 1.5 s late
+                self.next_fetch[b] += self.rng.randrange(0, 1600, Sim.STEP)
+            if self.now >= self.next_poll[b]:
+                m.apply_metadata(self.ctrl.metadata(), self.ctrl.brokers)
+                self.next_poll[b] = self.now + self.rng.randrange(Sim.STEP, 2100, Sim.STEP)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_no_live_follower_leaves_an_isr_when_metadata_and_fetches_come_late(seed: int) -> None:
+    """Liveness under load: partitions created one after another, brokers applying them up to 2 s apart and
+    building fetches up to 1.5 s late. Every follower must still fetch every partition well within
+    replica.lag.time.max.ms (10 s here), so no ISR ever shrinks."""
+    config = ReplicaConfig(produce_rate=0.0, replica_lag_time_max_ms=10_000, initial_partition_bytes=10 * MESSAGE_BYTES)
+    sim = BusySim(seed, config)
+    created = 0
+    while sim.now < 20_000:
+        if sim.now % 200 == 0:
+            new = max(sim.ctrl.partitions) + 1
+            replicas = tuple(sim.rng.sample(sorted(EPOCHS), 3))
+            sim.ctrl.partitions[new] = {"leader": replicas[0], "le": 0, "pe": 0, "replicas": replicas, "isr": replicas}
+            created += 1
+        sim.step()
+    sim.run_until(lambda: sim.now >= 45_000, 30_000)
+    assert created == 100
+    assert {isr for isr in sim.isrs().values() if len(isr) < 3} == set(), f"seed {seed}: a live follower was shrunk"
+    for i, s in sim.ctrl.partitions.items():
+        leader = sim.managers[s["leader"]].partitions[(TOPIC, i)]
+        assert {b: r.log_end_offset for b, r in leader.remotes.items()} == dict.fromkeys(s["replicas"][1:], 10), (
+            f"seed {seed}: partition {i}"
+        )
