@@ -37,6 +37,7 @@ from pykraft.replica.partition import (
     Partition,
     PartitionKey,
     PartitionMetadata,
+    PartitionUpdate,
     PendingChange,
     ReplicaConfig,
 )
@@ -129,23 +130,36 @@ class ReplicaManager(SessionFetching):
         partitions that came or changed (one without a replica here is dropped), partitions that went (keys not
         held here are ignored), and every registered broker if they changed. Returns how many partitions changed
         state. Costs what changed, not what is held."""
+        return self.apply_updates(((m.partition_key, m.topic, m) for m in changed), removed, brokers, image_keys=False)
+
+    def apply_updates(
+        self,
+        changed: Iterable[PartitionUpdate],
+        removed: Iterable[PartitionKey],
+        brokers: dict[int, BrokerState] | None = None,
+        *,
+        image_keys: bool = True,
+    ) -> int:
+        """:meth:`apply_delta` of ``(key, topic name, assignment)`` updates, as a broker reads them from its metadata
+        image: the image's own key tuples (``image_keys``: a replica takes the image's tuple, see :meth:`rekey`) and
+        registrations, no PartitionMetadata built per partition."""
         now = self.clock()
         epoch = self.broker_epoch()
         if brokers is not None:
             self.brokers = BrokerView(brokers)
         changes = 0
         gone = []
-        for m in changed:
-            key = m.partition_key
-            if self.broker_id not in m.replicas:
+        me = self.broker_id
+        for key, topic, m in changed:
+            if me not in m.replicas:
                 gone.append(key)
                 continue
             p = self.partitions.get(key)
             if p is None:
-                p = self.partitions[key] = Partition(m.topic_id, m.topic, m.index, self.broker_id, self.config, key)
-                if self.broker_id not in m.adding:  # an original replica: it holds the partition's data already
+                p = self.partitions[key] = Partition(key[0], topic, key[1], me, self.config, key)
+                if me not in m.adding:  # an original replica: it holds the partition's data already
                     p.start_log(self.config.initial_messages)
-            elif p.key is not key and m.key is not None:
+            elif image_keys and p.key is not key:
                 p.key = key  # an equal tuple from a reloaded image: the maps take it in rekey()
                 self._stale_keys = True
             before = p.metadata_seen

@@ -221,6 +221,12 @@ class PartitionMetadata(NamedTuple):
         return self.key if self.key is not None else (self.topic_id, self.index)
 
 
+# What a replica is told of its partition: a PartitionMetadata, or the metadata image's own PartitionRegistration
+# (a broker reads its image without building a PartitionMetadata per partition). Both have these fields.
+Assignment = PartitionMetadata | PartitionRegistration
+PartitionUpdate = tuple[PartitionKey, str, Assignment]  # (key, topic name, assignment): one partition that changed
+
+
 class FetchItem(NamedTuple):
     """One partition of a follower's fetch: where it reads from and how much it may take."""
 
@@ -395,14 +401,14 @@ class Partition:
         """(leader epoch, partition epoch) of the metadata last applied."""
         return self.seen_leader_epoch, self.seen_partition_epoch
 
-    def changes_with(self, m: PartitionMetadata | PartitionRegistration) -> bool:
+    def changes_with(self, m: Assignment) -> bool:
         """Would :meth:`apply_metadata` apply ``m`` (or metadata with its epochs)?"""
         same = m.leader_epoch == self.seen_leader_epoch and m.partition_epoch == self.seen_partition_epoch
         if same and not self.metadata_stale:
             return False
         return m.partition_epoch >= self.partition_epoch
 
-    def apply_metadata(self, m: PartitionMetadata, now_ms: int, broker_epoch: int) -> PendingChange | None:
+    def apply_metadata(self, m: Assignment, now_ms: int, broker_epoch: int) -> PendingChange | None:
         """Apply the controller's view if it changed since the last one applied (polled metadata is treated as a
         delta, as a Kafka broker sees only changed partitions), or if an AlterPartition answer said ours is stale.
         Older than what an AlterPartition answer gave us: skipped (Kafka's partition-epoch check). Returns the
@@ -411,14 +417,13 @@ class Partition:
             return None
         self.seen_leader_epoch, self.seen_partition_epoch = m.leader_epoch, m.partition_epoch
         self.metadata_stale = False
-        self.topic = m.topic
         if m.leader == self.local_id:
             self._make_leader(m, now_ms)
             return self.maybe_recover(broker_epoch)
         self._make_follower(m, now_ms)
         return None
 
-    def _make_leader(self, m: PartitionMetadata, now_ms: int) -> None:
+    def _make_leader(self, m: Assignment, now_ms: int) -> None:
         was_leader = self.is_leader
         leo = self.leo(now_ms)
         self.replicas = m.replicas
@@ -439,7 +444,7 @@ class Partition:
         self.leader = self.local_id
         self.fetch_blocked = False
 
-    def _make_follower(self, m: PartitionMetadata, now_ms: int) -> None:
+    def _make_follower(self, m: Assignment, now_ms: int) -> None:
         if self.is_leader:
             self._stop_producing(now_ms)
         if m.leader_epoch != self.leader_epoch or m.leader != self.leader:

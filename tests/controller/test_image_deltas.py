@@ -35,7 +35,7 @@ async def full_read(image: ImageMetadata) -> ReplicaManager:
     news = await fresh.read()
     assert news.full
     m = ReplicaManager(ME, ReplicaConfig(), clock=lambda: 0, broker_epoch=lambda: 1)
-    m.apply_metadata([p async for ps in fresh.read_all() for p in ps], fresh.brokers)
+    m.apply_updates([u async for us in fresh.read_all() for u in us], [], fresh.brokers)
     return m
 
 
@@ -77,13 +77,13 @@ async def test_reads_after_the_first_carry_only_what_changed(monkeypatch: pytest
     await settle()
     news = await image.read()
     assert not news.full and news.brokers is not None and news.brokers[102].fenced
-    m.apply_delta(news.partitions, news.removed, news.brokers)
+    m.apply_updates(news.partitions, news.removed, news.brokers)
     assert manager_state(m) == manager_state(await full_read(image))
 
     # A snapshot load replaces the image's maps: everything is read again. A topic deleted before it, not read as a
     # delta, is gone from the full read: its replicas here are dropped.
     # Broker 103 fenced too, not read as a delta either: the full read applies those partitions, and passes over
-    # the others, held here as the reloaded image has them (no PartitionMetadata built for them).
+    # the others, held here as the reloaded image has them (not read for them).
     doomed = standby.replication.topics_by_name["t1"]
     assert any(k[0] == doomed for k in m.partitions)
     await ctl.delete_topics([DeleteTopicState(name="t1")])
@@ -99,8 +99,14 @@ async def test_reads_after_the_first_carry_only_what_changed(monkeypatch: pytest
         if k in now and (now[k].leader_epoch, now[k].partition_epoch) != (p.seen_leader_epoch, p.seen_partition_epoch)
     }
     built = []
-    metadata = ImageMetadata._metadata
-    monkeypatch.setattr(ImageMetadata, "_metadata", lambda self, *a: built.append(a[0]) or metadata(self, *a))
+    read_all = ImageMetadata.read_all
+
+    async def recording(self: ImageMetadata, held):  # type: ignore[no-untyped-def]
+        async for updates in read_all(self, held):
+            built.extend(key for key, _, _ in updates)
+            yield updates
+
+    monkeypatch.setattr(ImageMetadata, "read_all", recording)
     partitions, removed, full = await apply()
     assert full and 0 < len(moved) == partitions == len(built) and set(built) == moved
     monkeypatch.undo()
@@ -158,4 +164,4 @@ async def test_a_delta_lists_partitions_in_the_order_they_were_created() -> None
     await settle()
     news = await image.read()
     assert not news.full and len(news.removed) == 1
-    assert [(p.topic, p.index) for p in news.partitions] == [(n, i) for n in names for i in range(4)]
+    assert [(name, key[1]) for key, name, _ in news.partitions] == [(n, i) for n in names for i in range(4)]
