@@ -6,7 +6,9 @@
 Prints, measured in one run, each figure beside its target (PASS/FAIL):
 - creating N partitions (topics of 100 partitions, RF 3, 99 topics per CreateTopics request, 4 requests in
   flight): the time from the first request until every controller and observer holds and has applied what the
-  leader had committed by the last answer (target <= 90 s at 2M), with a progress line every 15 s;
+  leader had committed by the last answer (target <= 90 s at 2M), with a progress line every 15 s, and the ISR
+  shrinks and expansions the brokers' leaders made meanwhile (and again at the end, from the creation on): churn
+  after the creation loads every node through the phases that follow;
 - memory: each controller's and broker's RSS (/proc VmRSS) minus the same process's RSS with the cluster empty,
   per partition the leader holds (target <= 400 B);
 - a controller restarted at N partitions (after ``pykraft snapshot create`` on it, as an operator does before
@@ -1410,6 +1412,24 @@ def quorum_churn(bench: Bench, since: dict[int, int]) -> dict[str, Any]:
     return out
 
 
+def isr_changes(bench: Bench, since: dict[int, int]) -> dict[str, int]:
+    """ISR shrinks and expansions the brokers' leaders made after ``since`` (byte offsets of their logs): one log
+    line each (the lines are counted, not parsed: a churn can write a million of them)."""
+    out = {"shrinks": 0, "expands": 0}
+    events = {b'"event": "isr_shrink"': "shrinks", b'"event": "isr_expand"': "expands"}
+    for i, b in bench.brokers.items():
+        try:
+            with b.log_path.open("rb") as f:
+                f.seek(since.get(i, 0))
+                for line in f:
+                    for marker, key in events.items():
+                        if marker in line:
+                            out[key] += 1
+        except OSError:
+            pass
+    return out
+
+
 def print_memory(memory: dict[str, Any]) -> None:
     for name, m in memory["processes"].items():
         per = m["bytes_per_partition"]
@@ -1464,8 +1484,10 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
             flush=True,
         )
         log_marks = {i: log_size(nd.log_path) for i, nd in bench.cluster.nodes.items()}
+        broker_marks = {i: log_size(b.log_path) for i, b in bench.brokers.items()}
         r = await create_partitions(bench, n, settings.create_deadline_s)
         r["quorum"] = quorum_churn(bench, log_marks)
+        r["isr_changes"] = isr_changes(bench, broker_marks)
         report["create"] = r
         complete = r["created_partitions"] == n and r["caught_up_after_s"] is not None
         verdict = "PASS" if complete and r["total_s"] <= CREATE_TARGET_S and observers and not r["failed"] else "FAIL"
@@ -1497,6 +1519,7 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
             + ", ".join(
                 f"{k} {v['count']} ({v['seconds']:.1f} s, longest {v['longest_ms']:.0f} ms)" for k, v in q["gc"].items()
             )
+            + f"; ISR shrinks {r['isr_changes']['shrinks']:,}, expansions {r['isr_changes']['expands']:,}"
         )
         print(f"    {cpu_text(r)}")
 
@@ -1664,6 +1687,12 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
                     f"    the restarted broker b{rb['broker']} was unfenced "
                     + (f"{rb['unfenced_after_s']:.1f} s after its exec" if unfenced else "NOT YET (fenced to the end)")
                 )
+            churn = isr_changes(bench, broker_marks)
+            report["isr_changes_from_creation_on"] = churn
+            print(
+                f"    ISR changes from the start of the creation to the end: {churn['shrinks']:,} shrinks, "
+                f"{churn['expands']:,} expansions (the broker restart's controlled shutdown takes it out of every ISR)"
+            )
             print(
                 "\n    on disk at the end: "
                 + "; ".join(
