@@ -57,7 +57,7 @@ from quorum.raft.messages import (
 from quorum.raft.roles import Candidate, Follower, Leader, Prospective, ReplicaState, Resigned, Role, Unattached, Voted
 from quorum.raft.silence import BUG_SILENCE_WITHOUT_GRACE, BUG_SILENCE_WITHOUT_PRE_VOTE, SilentLeader
 from quorum.raft.snapshot_fetch import BUG_INSTALL_WITHOUT_TRUNCATE, SnapshotFetching
-from quorum.raft.storage import ElectionStore, RaftLog
+from quorum.raft.storage import ElectionStore, RaftLog, SnapshotInstall
 
 log = structlog.get_logger("quorum.raft")
 
@@ -141,6 +141,8 @@ class RaftCore(SilentLeader, SnapshotFetching):
         self._bootstrap_target: int | None = None  # the voter it went to
         # An observer's leader lost: (epoch, leader, until) — voters that have not noticed yet still name it.
         self._lost_leader: tuple[int, int, int] | None = None
+        # An observer's snapshot fetch cut off by the loss of its leader: (leader, snapshot id, the partial install).
+        self._paused_snapshot: tuple[int, SnapshotId, SnapshotInstall] | None = None
         self._vote_sent: dict[int, int] = {}  # voter -> when the current election's request went out
         self._granted_pre_vote_at: int | None = None  # the last time this node granted a pre-vote
         self._flush_needed = False
@@ -403,8 +405,7 @@ class RaftCore(SilentLeader, SnapshotFetching):
         self.role = role
         self._vote_sent = {}
         if isinstance(old, Follower) and old.snapshot is not None:
-            old.snapshot.abort()  # a new leader (or none): start over from what it names
-            old.snapshot = old.snapshot_id = None
+            self._leave_snapshot_fetch(old, role)
         if isinstance(old, Leader):
             self._fail_parked_fetches(old)  # answered as the new role: the fetchers learn the change at once
         if old.leader_id != role.leader_id or old.epoch != role.epoch:
@@ -913,6 +914,7 @@ class RaftCore(SilentLeader, SnapshotFetching):
         if m.snapshot_end_offset >= 0:
             self._start_snapshot_fetch(f, SnapshotId(m.snapshot_end_offset, m.snapshot_epoch), now)
             return
+        self._drop_paused_snapshot()  # the leader sends the log: no snapshot to resume
         appended = self._append_fetched(m.records, f, now)
         if m.high_watermark >= 0:
             new_hw = min(m.high_watermark, self.log.end_offset)
