@@ -586,12 +586,16 @@ class Bench:
     async def broker_progress(self, broker_id: int) -> tuple[int, int] | None:
         """(log end offset, applied offset) of an observer broker from its metrics, or None if they have neither.
         Brokers whose metrics have no log end offset are not scraped again: their exposition lists every replica
-        (a million lines at 2M partitions), and scraping it often took a quarter of a broker's CPU."""
+        (a million lines at 2M partitions), and scraping it often took a quarter of a broker's CPU. A broker that
+        exports them but does not answer now (busy) is (-1, -1), behind: not judged by its log end alone, which
+        a broker whose image lags far behind its log had reached (seen at 2M)."""
         if self.broker_metrics_progress is False:
             return None
         m = await asyncio.to_thread(scrape, self.brokers[broker_id].metrics_port)
         if m is not None and self.broker_metrics_progress is None:
             self.broker_metrics_progress = "kafka_raft_log_end_offset" in m
+        if m is None and self.broker_metrics_progress:
+            return -1, -1
         if m is None or "kafka_raft_log_end_offset" not in m:
             return None
         applied = m.get("kafka_controller_last_committed_offset", m.get("kafka_server_metadata_last_applied_offset"))
@@ -619,7 +623,7 @@ class Bench:
             p = await self.broker_progress(broker_id)
             if p is not None:
                 if p[0] < hw or p[1] < hw - 1:
-                    behind[f"b{broker_id}"] = f"at {p}"
+                    behind[f"b{broker_id}"] = f"at {p}" if p[0] >= 0 else "its metrics did not answer"
             elif seen.get(broker_id, -1) < hw:
                 behind[f"b{broker_id}"] = f"leader sees it at {seen.get(broker_id)}"
         return hw, behind
