@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from controller.partition_change import PartitionRegistration
@@ -178,7 +178,7 @@ class ChangeKind(enum.Enum):
     RECOVER = "leader_recovered"  # RECOVERING -> RECOVERED after an unclean election, the ISR unchanged
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class PendingChange:
     """An AlterPartition in flight (Kafka's PendingExpandIsr / PendingShrinkIsr): until it is answered the leader
     starts no other change, and counts the larger of the old and proposed ISRs for the high watermark."""
@@ -190,11 +190,25 @@ class PendingChange:
     partition_epoch: int
     leader_recovery_state: int
     old_isr: tuple[int, ...]
-    detail: dict[str, object] = field(default_factory=dict)  # for the log line: who was out of sync, and why
+    # For the log line, as tuples (see detail): a broker behind its metadata can hold a hundred thousand changes
+    # waiting for the controller, and as dicts they cost ~700 bytes each.
+    facts: tuple[Any, ...] = ()
 
     @property
     def members(self) -> tuple[int, ...]:
         return tuple(b for b, _ in self.new_isr)
+
+    @property
+    def detail(self) -> dict[str, object]:
+        """Who was out of sync and why (a shrink), who joins (an expansion): the log line's fields."""
+        if self.kind == ChangeKind.SHRINK:
+            out, leo, hw = self.facts
+            behind = [{"broker": b, "log_end_offset": e, "caught_up_ms_ago": ago} for b, e, ago in out]
+            return {"out_of_sync": behind, "leader_log_end_offset": leo, "high_watermark": hw}
+        if self.kind == ChangeKind.EXPAND:
+            joining, leo, hw = self.facts
+            return {"joining": joining, "log_end_offset": leo, "high_watermark": hw}
+        return {}
 
 
 PartitionKey = tuple[Uuid, int]
@@ -505,20 +519,12 @@ class Partition:
         out = self.out_of_sync(now_ms)
         if not out:
             return None
-        leo = self.leo(now_ms)
-        detail = {
-            "out_of_sync": [
-                {
-                    "broker": b,
-                    "log_end_offset": r.log_end_offset if (r := self.remotes.get(b)) else -1,
-                    "caught_up_ms_ago": now_ms - r.last_caught_up_time_ms if r else -1,
-                }
-                for b in out
-            ],
-            "leader_log_end_offset": leo,
-            "high_watermark": self.high_watermark,
-        }
-        return self._propose(ChangeKind.SHRINK, tuple(b for b in self.isr if b not in out), broker_epoch, detail)
+        behind = tuple(
+            (b, r.log_end_offset, now_ms - r.last_caught_up_time_ms) if (r := self.remotes.get(b)) else (b, -1, -1)
+            for b in out
+        )
+        facts = (behind, self.leo(now_ms), self.high_watermark)
+        return self._propose(ChangeKind.SHRINK, tuple(b for b in self.isr if b not in out), broker_epoch, facts)
 
     def maybe_expand(self, follower: ReplicaState, brokers: BrokerView, broker_epoch: int) -> PendingChange | None:
         """Kafka's maybeExpandIsr: an eligible follower outside the ISR whose LEO reached the high watermark and
@@ -530,8 +536,8 @@ class Partition:
         leo = follower.log_end_offset
         if self.epoch_start_offset is None or leo < self.high_watermark or leo < self.epoch_start_offset:
             return None
-        detail = {"joining": follower.broker_id, "log_end_offset": leo, "high_watermark": self.high_watermark}
-        return self._propose(ChangeKind.EXPAND, (*self.isr, follower.broker_id), broker_epoch, detail)
+        facts = (follower.broker_id, leo, self.high_watermark)
+        return self._propose(ChangeKind.EXPAND, (*self.isr, follower.broker_id), broker_epoch, facts)
 
     def maybe_recover(self, broker_epoch: int) -> PendingChange | None:
         """A leader elected uncleanly (RECOVERING) tells the controller it has recovered, as Kafka's leader does."""
@@ -539,10 +545,10 @@ class Partition:
             return None
         if self.leader_recovery_state != LeaderRecoveryState.RECOVERING:
             return None
-        return self._propose(ChangeKind.RECOVER, self.isr, broker_epoch, {})
+        return self._propose(ChangeKind.RECOVER, self.isr, broker_epoch, ())
 
     def _propose(
-        self, kind: ChangeKind, members: tuple[int, ...], broker_epoch: int, detail: dict[str, object]
+        self, kind: ChangeKind, members: tuple[int, ...], broker_epoch: int, facts: tuple[Any, ...]
     ) -> PendingChange:
         def epoch_of(b: int) -> int:
             if b == self.local_id:
@@ -559,7 +565,7 @@ class Partition:
             # A leader always sends RECOVERED: it marks itself recovered on election (Kafka's makeLeader).
             leader_recovery_state=LeaderRecoveryState.RECOVERED,
             old_isr=self.isr,
-            detail=detail,
+            facts=facts,
         )
         return self.pending
 
