@@ -302,69 +302,66 @@ def test_a_fetch_from_a_node_claiming_another_id_is_refused() -> None:
     assert [r.message.error for r in replies] == [Errors.INCONSISTENT_VOTER_SET]  # type: ignore[union-attr]
 
 
+class SnapshotChunksCut:
+    """A new observer fetching the leader's snapshot of 200 records, whose FetchSnapshot answers stop reaching it
+    after ``delivered`` chunks (it is too busy to read them in time) until :meth:`restore`."""
+
+    def __init__(self, net: Net, delivered: int) -> None:
+        self.end = net.append(200)
+        leader = net.leader()
+        assert leader is not None
+        self.leader = leader
+        self.sid = leader.log.take_snapshot(self.end)  # type: ignore[attr-defined]
+        leader.log.clean()  # type: ignore[attr-defined]
+        assert len(leader.log.snapshots[self.sid]) > 3 * CFG.fetch_max_bytes  # type: ignore[attr-defined]
+        net.logs[BROKER], net.stores[BROKER] = SimLog(), SimStore()
+        self.observer = net.cores[BROKER] = net._make(BROKER)
+        self.handle = self.observer.handle
+        self.chunks: list[int] = []  # the positions of the answers that came, delivered or not
+
+        def cut(env: Envelope, now: int) -> None:
+            if isinstance(env.message, FetchSnapshotResponse):
+                self.chunks.append(env.message.position)
+                if len(self.chunks) > delivered:
+                    return
+            self.handle(env, now)
+
+        self.observer.handle = cut  # type: ignore[method-assign]
+        net.run_until(lambda: len(self.chunks) > delivered)
+
+    def restore(self) -> None:
+        self.observer.handle = self.handle  # type: ignore[method-assign]
+
+
 def test_an_observer_that_loses_its_leader_mid_snapshot_resumes_the_fetch_where_it_stopped() -> None:
     """A busy observer misses a FetchSnapshot chunk's deadline and looks for the leader again. When it finds the
     same leader naming the same snapshot, it goes on from the chunks it has rather than from byte 0 (seen in the
     scale run: brokers fetched a 170 MiB snapshot up to four times)."""
     net = Net(observers=())
-    end = net.append(200)
-    leader = net.leader()
-    assert leader is not None
-    sid = leader.log.take_snapshot(end)  # type: ignore[attr-defined]
-    leader.log.clean()  # type: ignore[attr-defined]
-    size = len(leader.log.snapshots[sid])  # type: ignore[attr-defined]
-    assert size > 3 * CFG.fetch_max_bytes  # several chunks
-    net.logs[BROKER], net.stores[BROKER] = SimLog(), SimStore()
-    observer = net.cores[BROKER] = net._make(BROKER)
-    handle, chunks = observer.handle, []
-
-    def late_after_two_chunks(env: Envelope, now: int) -> None:  # the third chunk's answer never comes in time
-        if isinstance(env.message, FetchSnapshotResponse):
-            chunks.append(env.message.position)
-            if len(chunks) > 2:
-                return
-        handle(env, now)
-
-    observer.handle = late_after_two_chunks  # type: ignore[method-assign]
-    net.run_until(lambda: len(chunks) > 2)
+    cut = SnapshotChunksCut(net, delivered=2)
+    observer = cut.observer
     net.run_until(lambda: isinstance(observer.role, Unattached))  # its fetch timeout: it looks for the leader
     got = 2 * CFG.fetch_max_bytes
-    assert chunks[:2] == [0, CFG.fetch_max_bytes] and observer._paused_snapshot is not None
+    assert cut.chunks[:2] == [0, CFG.fetch_max_bytes] and observer._paused_snapshot is not None
     assert observer._paused_snapshot[2].size == got
-    observer.handle = handle  # type: ignore[method-assign]
+    cut.restore()
     net.sent.clear()
     net.run_until(lambda: net.caught_up(BROKER))
     positions = [e.message.position for e in net.sent if isinstance(e.message, FetchSnapshotRequest)]
     assert positions and positions[0] == got  # resumed, not from 0
-    assert observer.metrics.snapshots_installed == 1 and observer.log.latest_snapshot() == sid
-    assert observer.log.start_offset == end and observer._paused_snapshot is None
+    assert observer.metrics.snapshots_installed == 1 and observer.log.latest_snapshot() == cut.sid
+    assert observer.log.start_offset == cut.end and observer._paused_snapshot is None
 
 
 def test_a_paused_snapshot_fetch_is_dropped_when_the_next_leader_sends_the_log() -> None:
     net = Net(observers=())
-    end = net.append(200)
-    leader = net.leader()
-    assert leader is not None
-    sid = leader.log.take_snapshot(end)  # type: ignore[attr-defined]
-    leader.log.clean()  # type: ignore[attr-defined]
-    net.logs[BROKER], net.stores[BROKER] = SimLog(), SimStore()
-    observer = net.cores[BROKER] = net._make(BROKER)
-    handle, chunks = observer.handle, []
-
-    def late_after_one_chunk(env: Envelope, now: int) -> None:
-        if isinstance(env.message, FetchSnapshotResponse):
-            chunks.append(env.message.position)
-            if len(chunks) > 1:
-                return
-        handle(env, now)
-
-    observer.handle = late_after_one_chunk  # type: ignore[method-assign]
-    net.run_until(lambda: len(chunks) > 1)
-    net.kill(leader.id)  # the next leader kept its whole log: it sends the log, no snapshot
+    cut = SnapshotChunksCut(net, delivered=1)
+    observer = cut.observer
+    net.kill(cut.leader.id)  # the next leader kept its whole log: it sends the log, no snapshot
     net.run_until(lambda: isinstance(observer.role, Unattached))
     paused = observer._paused_snapshot
-    assert paused is not None and paused[:2] == (leader.id, sid)
-    observer.handle = handle  # type: ignore[method-assign]
+    assert paused is not None and paused[:2] == (cut.leader.id, cut.sid)
+    cut.restore()
     net.run_until(lambda: net.caught_up(BROKER))
     assert observer._paused_snapshot is None and paused[2].closed  # type: ignore[attr-defined]
     assert observer.metrics.snapshots_installed == 0 and observer.log.start_offset == 0
