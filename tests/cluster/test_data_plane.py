@@ -36,6 +36,7 @@ from pykraft.replica.partition import (
     ReplicaConfig,
     ReplicaState,
 )
+from pykraft.replica.session_fetching import SessionFetch
 from pykraft.testing import free_ports
 from quorum.errors import Errors
 from quorum.fault import LoggingFaultHandler
@@ -514,6 +515,11 @@ class Sim:
         if leader in self.dead:
             m.session_failed(leader, fetch)
             return False
+        return self.deliver(b, leader, fetch)[0]
+
+    def deliver(self, b: int, leader: int, fetch: SessionFetch) -> tuple[bool, list[tuple[bytes, int, FetchAnswer]]]:
+        """``fetch`` from broker ``b`` answered by ``leader`` and the answer applied: (fetch again at once, the
+        answers)."""
         items = [
             (bytes(i.partition.topic_id), i.partition.index, i.fetch_offset, i.leader_epoch, i.max_bytes)
             for i in fetch.items
@@ -524,7 +530,8 @@ class Sim:
         )
         self.entries_sent += len(items)
         self.entries_answered += len(answers)
-        return m.on_session_response(leader, fetch, error, session_id, {(t, i): a for t, i, a in answers})
+        m = self.managers[b]
+        return m.on_session_response(leader, fetch, error, session_id, {(t, i): a for t, i, a in answers}), answers
 
     def run_until(self, condition, limit_ms: int) -> int:  # type: ignore[no-untyped-def]
         start = self.now

@@ -178,14 +178,8 @@ def test_a_partition_that_comes_while_the_full_fetch_is_in_flight_is_fetched_nex
     new = max(sim.ctrl.partitions) + 1
     sim.ctrl.partitions[new] = {"leader": leader, "le": 0, "pe": 0, "replicas": (leader, 2), "isr": (leader, 2)}
     sim.poll()  # metadata applied while the full fetch is in flight
-    items = [
-        (bytes(i.partition.topic_id), i.partition.index, i.fetch_offset, i.leader_epoch, i.max_bytes)
-        for i in full.items
-    ]
-    error, session_id, answers = sim.managers[leader].answer_session_fetch(
-        2, sim.ctrl.brokers[2].epoch, 10 << 20, full.session_id, full.session_epoch, items
-    )
-    follower.on_session_response(leader, full, error, session_id, {(t, i): a for t, i, a in answers})
+    sim.deliver(2, leader, full)
+    session_id = sim.managers[leader].leader_sessions.by_replica[2].session_id  # the one the leader opened
     fetch = follower.session_fetch(leader)
     assert fetch is not None and fetch.session_id == session_id
     assert [(i.partition.index) for i in fetch.items] == [new]
@@ -193,20 +187,9 @@ def test_a_partition_that_comes_while_the_full_fetch_is_in_flight_is_fetched_nex
 
 def _exchange(sim: Sim, follower_id: int, leader_id: int) -> list[tuple[int, Errors]]:
     """One session fetch from ``follower_id`` to ``leader_id``, answered and applied: (partition, error) per answer."""
-    follower = sim.managers[follower_id]
-    fetch = follower.session_fetch(leader_id)
+    fetch = sim.managers[follower_id].session_fetch(leader_id)
     assert fetch is not None
-    items = [
-        (bytes(i.partition.topic_id), i.partition.index, i.fetch_offset, i.leader_epoch, i.max_bytes)
-        for i in fetch.items
-    ]
-    forgotten = [(bytes(t), i) for t, i in fetch.forgotten]
-    error, session_id, answers = sim.managers[leader_id].answer_session_fetch(
-        follower_id, sim.ctrl.brokers[follower_id].epoch, 10 << 20, fetch.session_id, fetch.session_epoch, items,
-        forgotten,
-    )  # fmt: skip
-    follower.on_session_response(leader_id, fetch, error, session_id, {(t, i): a for t, i, a in answers})
-    return [(i, a.error) for _, i, a in answers]
+    return [(i, a.error) for _, i, a in sim.deliver(follower_id, leader_id, fetch)[1]]
 
 
 def test_a_partition_answered_with_an_error_is_asked_again_however_late_the_next_fetch() -> None:
