@@ -9,6 +9,7 @@ import itertools
 import os
 import random
 import struct
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -279,13 +280,50 @@ def test_failure_while_freezing_removes_the_part(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_enospc_while_installing_removes_the_part(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("then", ["write", "freeze"])
+def test_enospc_while_installing_removes_the_part(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, then: str) -> None:
     installer = SnapshotFileInstaller(tmp_path, SID)
     installer.write(0, b"abc")
     _failing(monkeypatch, "write", errno.ENOSPC)
-    with pytest.raises(OSError, match="No space left"):
-        installer.write(3, b"def")
+    installer.write(3, b"def")  # written in the background: its error comes with the next call
+    with pytest.raises(OSError, match="No space left") as e:
+        installer.write(6, b"ghi") if then == "write" else installer.freeze()
+    assert str(installer.path) in str(e.value)
     monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(RuntimeError, match="aborted"):
+        installer.write(6, b"ghi")
+
+
+def test_installer_chunks_are_written_in_order_behind_the_caller(tmp_path: Path) -> None:
+    """Each chunk's write overlaps what the caller does next (the next chunk's fetch), one chunk at a time: the
+    write of a chunk starts only once the previous one is on file, and freeze waits for the last."""
+    source = write(tmp_path / "leader", metadata_values(2000), max_batch_bytes=3000)
+    follower = tmp_path / "follower"
+    follower.mkdir()
+    installer = SnapshotFileInstaller(follower, SID)
+    with SnapshotFile.open(source) as snap:
+        while installer.size < snap.size:
+            installer.write(installer.size, snap.read(installer.size, 5000))
+    assert installer.freeze().read_bytes() == source.read_bytes()
+
+
+def test_aborting_an_install_waits_for_the_chunk_being_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    installer = SnapshotFileInstaller(tmp_path, SID)
+    started, release = threading.Event(), threading.Event()
+    real_write = os.write
+
+    def slow_write(fd: int, data: object) -> int:
+        started.set()
+        release.wait(5)
+        return real_write(fd, data)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "write", slow_write)
+    installer.write(0, b"partial")
+    assert started.wait(5)
+    threading.Timer(0.05, release.set).start()
+    installer.abort()  # returns only once the write is over: its descriptor is closed after it, never under it
+    assert release.is_set()
     assert list(tmp_path.iterdir()) == []
 
 
