@@ -19,6 +19,9 @@ Prints, for each system and as ratios pykraft/etcd:
   100-byte request) at 64 in flight, and pykraft's 64-in-flight rate against it (target >= 0.8x); with each
   rate the servers' CPU per write (/proc utime+stime of all members) and this client's CPU share, since the
   2 cores are shared by the client and every server process;
+- the design of a multi-process front, measured at 64 in flight beside the echo: the same writes sent to 1 or 2
+  front processes that batch what their clients sent meanwhile into one AppendRecords to the leader
+  (``_peers_cluster.BatchingFront``), so that the leader pays one gRPC call per batch;
 - failover after kill -9 of the leader, and after SIGSTOP of the leader (silent: no TCP reset): a client writes
   to the leader until the signal, then sends a new write every 10 ms to a survivor (the leader a survivor named,
   else each survivor in turn; each write waits up to 2 s for its answer, so a write stuck behind the dead leader
@@ -56,7 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import _peers_etcd as etcd  # noqa: E402
-from _peers_cluster import ATTEMPT_TIMEOUT_S, WRITE_TIMEOUT_S, Echo, Pykraft, System  # noqa: E402
+from _peers_cluster import ATTEMPT_TIMEOUT_S, WRITE_TIMEOUT_S, BatchingFront, Echo, Pykraft, System  # noqa: E402
 from _stats import Tally, acceptance, errors_text, median, percentile, ratio  # noqa: E402
 
 ATTEMPT_EVERY_S = 0.01  # during a failover, a new write this often
@@ -233,22 +236,26 @@ def fmt_ratio(a: float, b: float) -> str:
     return "-" if math.isnan(r) or math.isinf(r) else f"{r:.2f}x"
 
 
-async def measure(args: argparse.Namespace, systems: list[System], echo: Echo, out: Report) -> dict[str, Any]:
-    for s in [*systems, echo]:
+async def measure(
+    args: argparse.Namespace, systems: list[System], echo: Echo, fronts: list[BatchingFront], out: Report
+) -> dict[str, Any]:
+    for s in [*systems, echo, *fronts]:
         await s.open()
     try:
-        return await _measure(args, systems, echo, out)
+        return await _measure(args, systems, echo, fronts, out)
     finally:
-        for s in [*systems, echo]:
+        for s in [*systems, echo, *fronts]:
             await s.close()
 
 
-async def _measure(args: argparse.Namespace, systems: list[System], echo: Echo, out: Report) -> dict[str, Any]:
-    for s in [*systems, echo]:
+async def _measure(
+    args: argparse.Namespace, systems: list[System], echo: Echo, fronts: list[BatchingFront], out: Report
+) -> dict[str, Any]:
+    for s in [*systems, echo, *fronts]:
         await s.whole()
     warmup = {}
-    for s in [*systems, echo]:
-        t1 = await sequential(s, 100) if s is not echo else Tally()
+    for s in [*systems, echo, *fronts]:
+        t1 = await sequential(s, 100) if s in systems else Tally()
         t2, _, _ = await throughput(s, 64, 0.5)
         warmup[s.name] = summarize([t1, t2])
         out.say(f"{s.name}: ready; warm-up {errors_text(warmup[s.name])}")
@@ -271,7 +278,7 @@ async def _measure(args: argparse.Namespace, systems: list[System], echo: Echo, 
                 f" {errors_text(t.summary())}"
             )
         for n in (64, 256):
-            for s in [*order, echo] if n == 64 else order:
+            for s in [*order, echo, *fronts] if n == 64 else order:
                 t, share, server_cpu = await throughput(s, n, args.duration)
                 tput.setdefault((s.name, n), []).append((t, share, server_cpu))
                 out.say(
@@ -315,10 +322,8 @@ async def _measure(args: argparse.Namespace, systems: list[System], echo: Echo, 
         }
         if isinstance(s, Pykraft):
             report[s.name]["commit_hops"] = commit_hops(stages, report[s.name]["sequential"]["mean_ms"])
-    report[echo.name] = {
-        "warmup": warmup[echo.name],
-        "throughput_64": throughput_part(echo.name, 64),
-    }
+    for s in (echo, *fronts):
+        report[s.name] = {"warmup": warmup[s.name], "throughput_64": throughput_part(s.name, 64)}
     return report
 
 
@@ -444,6 +449,14 @@ def print_table(report: dict[str, Any], has_etcd: bool, etcd_name: str, out: Rep
         f"{fmt_ratio(p['throughput_64']['ops_per_s'], echo['ops_per_s'])} (target >= 0.8x; round by round, each "
         f"echo round run right after pykraft's: {by_round})"
     )
+    for name, r in report.items():
+        if name.startswith("pykraft + "):  # the design of a multi-process front (see _peers_cluster.BatchingFront)
+            t = r["throughput_64"]
+            out.say(
+                f"{name} (batching the clients' writes into one AppendRecords to the leader), 64 in flight: "
+                f"{t['ops_per_s']:,.0f} writes/s (servers' CPU {t['server_cpu_us_per_write']:,.0f} us/write) = "
+                f"{fmt_ratio(t['ops_per_s'], echo['ops_per_s'])} the echo"
+            )
     shares = {
         name: max(
             share for key in ("throughput_64", "throughput_256") for share in r.get(key, {}).get("client_cpu", [])
@@ -512,12 +525,14 @@ def run_parent(args: argparse.Namespace) -> int:
     if binary is None:
         out.say(etcd.NOT_INSTALLED)
         out.say("measuring pykraft alone (no ratios)")
-    ports = free_ports(13)
+    ports = free_ports(16)
     systems: list[System] = []
     if binary is not None:
         systems.append(etcd.Etcd(binary, root, ports[0:3], ports[3:6]))
-    systems.append(Pykraft(root, ports[6:9], ports[10:13]))
+    pykraft = Pykraft(root, ports[6:9], ports[10:13])
+    systems.append(pykraft)
     echo = Echo(root, ports[9])
+    fronts = [BatchingFront(root, pykraft, ports[13:14]), BatchingFront(root, pykraft, ports[14:16])]
     etcd_name = f"etcd {systems[0].version}" if binary is not None else "etcd"  # type: ignore[attr-defined]
     out.say(
         f"peers benchmark: {' and '.join(s.name for s in systems)}, 3 members each on 127.0.0.1; {os.cpu_count()} "
@@ -532,22 +547,22 @@ def run_parent(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupted)  # like Ctrl-C: the processes started here are ended below
     keep = bool(args.dir)
     try:
-        for s in [*systems, echo]:
+        for s in [*systems, echo, *fronts]:
             s.start()
-        report["systems"] = run_loop(measure(args, systems, echo, out))
+        report["systems"] = run_loop(measure(args, systems, echo, fronts, out))
     except Exception:
         keep = True
         out.say(f"the run failed: its data directories and logs are kept in {root}")
         raise
     finally:
-        for s in [*systems, echo]:
+        for s in [*systems, echo, *fronts]:
             s.end()
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     figures = report["systems"]
     print_table(figures, binary is not None, etcd_name, out)
     print_hops(figures["pykraft"].get("commit_hops", {}), figures["pykraft"]["sequential"]["mean_ms"], out)
-    print_failures(figures, [*(s.name for s in systems), echo.name], out)
+    print_failures(figures, [*(s.name for s in systems), echo.name, *(f.name for f in fronts)], out)
     p, echo_rate = figures["pykraft"], figures[echo.name]["throughput_64"]["ops_per_s"]
     report["ratios"] = {
         "echo_64": ratio(p["throughput_64"]["ops_per_s"], echo_rate),

@@ -164,3 +164,14 @@ def test_stage_metrics_are_parsed_and_turned_into_hops() -> None:
     assert hops["transport_both_ways_ms"] == pytest.approx(1.2 - 0.01 - 0.75)
     assert hops["commit_after_ack_ms"] == pytest.approx(0.1)
     assert peers.commit_hops({}, 2.5) == {}
+
+
+def test_a_front_joins_requests_into_one_holding_every_record() -> None:
+    """The batching front forwards its clients' AppendRecords requests as their bytes joined: protobuf concatenates
+    a repeated field, so the leader receives one request holding every record, in order."""
+    from quorum.transport.pb import quorum_pb2 as pb
+
+    first = pb.AppendRecordsRequest(records=[b"a", b"bb"], timeout_ms=10_000).SerializeToString()
+    second = pb.AppendRecordsRequest(records=[b"ccc"], timeout_ms=10_000).SerializeToString()
+    joined = pb.AppendRecordsRequest.FromString(first + second)
+    assert list(joined.records) == [b"a", b"bb", b"ccc"] and joined.timeout_ms == 10_000
