@@ -116,6 +116,7 @@ class RaftCore(SilentLeader, SnapshotFetching):
         now_ms: int,
         wall_offset_ms: int = 0,
         bugs: frozenset[str] = frozenset(),
+        ask_for_leader: bool = False,
     ) -> None:
         if bugs - KNOWN_BUGS:
             raise ValueError(f"unknown test bugs {sorted(bugs - KNOWN_BUGS)}")
@@ -154,6 +155,8 @@ class RaftCore(SilentLeader, SnapshotFetching):
         self.role: Role = self._restore(now_ms)
         if self.observer and self.role.leader_id == NO_LEADER:
             self._bootstrap_fetch(self.role, now_ms)
+        elif ask_for_leader and self.role.leader_id == NO_LEADER and self.others:
+            self._ask_voters_for_leader()
         log_.info("raft_started", role=self.role.name, epoch=self.role.epoch, log_end_offset=log.end_offset)
 
     # -- state -----------------------------------------------------------------------------------------------
@@ -476,6 +479,19 @@ class RaftCore(SilentLeader, SnapshotFetching):
         )
         self._send(self._bootstrap_target, request)
 
+    def _ask_voters_for_leader(self) -> None:
+        """A voter that starts with an empty data directory (new, or wiped: ``ask_for_leader``) asks every other voter
+        once who leads (a fetch answered at once: a refusal naming the leader, or the leader's own answer) instead
+        of waiting for the leader's BeginQuorumEpoch resend (up to fetch.timeout/2 away) or its own election
+        timeout, as Kafka's voters do. The first answer naming a leader makes it a follower; nothing else changes
+        (its election timer runs on), and a voter with state on disk never asks: it may have voted in this epoch."""
+        self._bootstrap_correlation = correlation = self._next_correlation()
+        for voter in self.others:
+            request = FetchRequest(
+                self.cluster_id, self.id, self.epoch, self.log.end_offset, self.log.last_epoch, 0, 0, correlation
+            )
+            self._send(voter, request)
+
     def _on_bootstrap_response(self, source: int, m: FetchResponse, now: int) -> None:
         self._bootstrap_correlation = None
         leader = m.leader_id
@@ -484,7 +500,7 @@ class RaftCore(SilentLeader, SnapshotFetching):
             leader = NO_LEADER  # that voter has not noticed yet that the leader is gone: not a leader to follow
         self._learn(m.epoch, leader, now, f"voter {source} named leader {m.leader_id}")
         r = self.role
-        if not isinstance(r, Follower):
+        if self.observer and not isinstance(r, Follower):
             # No leader named (an election is running): ask again after the backoff, as Kafka's observers do.
             r.election_deadline = min(r.election_deadline, now + self.config.retry_backoff_ms)  # type: ignore[union-attr]
 

@@ -226,6 +226,8 @@ class RaftNode:
             rng=random.Random(),
             now_ms=now,
             wall_offset_ms=int(time.time() * 1000) - now,
+            # An empty data directory (a new node, or a wiped one): ask the voters who leads rather than wait.
+            ask_for_leader=self.log.end_offset == 0 and self.store.read() is None,
         )
         self._leader = LeaderAndEpoch(self.core.leader_id, self.core.epoch)
         self.transport.start()

@@ -74,6 +74,7 @@ class SimNode:
     last_hw: int = 0  # high watermark seen this incarnation (must never fall)
     incarnation: int = 0  # how many times it started: its correlation ids are incarnation * CORRELATION_SPAN + n
     checked_hw: int = 0
+    wiped: bool = False  # its data was lost while down: it starts empty, and asks the voters who leads
 
     @property
     def up(self) -> bool:
@@ -162,7 +163,9 @@ class Simulation(FaultInjection, Invariants):
                 rng=random.Random(self.rng.random()),
                 now_ms=self.now,
                 bugs=self.bugs,
+                ask_for_leader=node.wiped,
             )
+            node.wiped = False
         except CrashPoint:  # died while recovering its election state: the supervisor tries again
             self.stats.crashes += 1
             self.stats.crash_points += 1
@@ -318,6 +321,7 @@ class Simulation(FaultInjection, Invariants):
         assert not node.up, f"node {node_id} must be down to lose its data"
         points = CrashPoints(node_id, self.rng, lambda: self.faults)
         node.log, node.store = SimLog(self._check_log_matching, points), SimStore(points)
+        node.wiped = True
 
     def take_snapshot(self, node_id: int, clean: bool = True) -> SnapshotId | None:
         """``node_id`` snapshots its log up to its high watermark (its committed prefix, a batch boundary), then

@@ -15,7 +15,7 @@ from quorum.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from quorum.raft.roles import Follower, Leader, Prospective
+from quorum.raft.roles import Follower, Leader, Prospective, Unattached
 from quorum.sim.harness import CLUSTER_ID, SIM_CONFIG
 from quorum.sim.storage import SimLog, SimStore
 
@@ -220,3 +220,30 @@ def test_a_voter_silent_since_it_fetched_is_told_the_leader_again() -> None:
     assert core.is_leader
     assert 2 not in told
     assert told.count(3) >= 5, told  # one every fetch.timeout/2 once it has been silent that long
+
+
+def test_a_voter_started_empty_asks_the_other_voters_who_leads() -> None:
+    """A voter whose data directory was empty at start (new, or wiped) asks every other voter once: the first
+    answer naming a leader makes it that leader's follower, at once, not at the leader's next BeginQuorumEpoch
+    (up to fetch.timeout/2 away) nor at its own election timeout. Kafka's voters wait: the default asks nothing."""
+    assert _fetches(make_core(1, [1, 2, 3]).take_messages()) == []  # state on disk, or Kafka's way: no question
+    core = RaftCore(
+        node_id=1, voters=[1, 2, 3], cluster_id=CLUSTER_ID, log=SimLog(), store=SimStore(), config=CFG,
+        rng=random.Random(1), now_ms=0, ask_for_leader=True,
+    )  # fmt: skip
+    asked = core.take_messages()
+    assert sorted(e.destination for e in asked) == [2, 3]
+    assert all(isinstance(e.message, FetchRequest) and e.message.max_wait_ms == 0 for e in asked)
+    deadline = core.role.election_deadline  # type: ignore[union-attr]
+    # Voter 3 knows no leader yet (an election is running): nothing changes, not even the election timer.
+    refusal = FetchResponse(Errors.NOT_LEADER_OR_FOLLOWER, 0, -1, -1, correlation_id=asked[1].message.correlation_id)
+    core.handle(Envelope(3, 1, refusal), 5)
+    assert isinstance(core.role, Unattached) and core.role.election_deadline == deadline
+    assert core.take_messages() == []
+    # Voter 2 is the leader of epoch 4: its answer (its epoch is newer than ours) names it.
+    fenced = FetchResponse(Errors.FENCED_LEADER_EPOCH, 4, 2, -1, correlation_id=asked[0].message.correlation_id)
+    core.handle(Envelope(2, 1, fenced), 6)
+    assert isinstance(core.role, Follower) and (core.leader_id, core.epoch) == (2, 4)
+    assert core.role.voted_id == -1
+    (fetch,) = _fetches(core.take_messages())  # and it fetches from it
+    assert (fetch.fetch_offset, fetch.leader_epoch) == (0, 4)
