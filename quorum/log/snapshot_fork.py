@@ -10,11 +10,12 @@ its own, on another core; the parent only waits for its answer and then renames 
 The child runs nothing but the encoding and the file writes. Right after the fork it drops every inherited file
 descriptor but the snapshot file's and its answer pipe (a listening socket or the data directory's lock held by
 a child outliving its parent would keep a restarted node from binding or starting), resets the signal handlers,
-lowers its priority (nice 10: the node's own loop comes first when cores are short), asks the kernel to kill it
-if the parent dies (``PR_SET_PDEATHSIG``: a parent killed -9 leaves a ``.part`` that the next start removes, not
-a writer), and ends with ``os._exit`` (no cleanup of the parent's objects, no flushing of its buffers). Its
-memory: the pages it touches (reference counts of the objects it reads) are copied, up to the size of the state
-it encodes, for the seconds it runs.
+lowers its priority (nice 10: the node's own loop comes first when cores are short), syncs the file every 8 MiB as
+it writes (``SYNC_BYTES``: the node's log fsyncs never wait behind the whole file's dirty pages), asks the kernel
+to kill it if the parent dies (``PR_SET_PDEATHSIG``: a parent killed -9 leaves a ``.part`` that the next start
+removes, not a writer), and ends with ``os._exit`` (no cleanup of the parent's objects, no flushing of its
+buffers). Its memory: the pages it touches (reference counts of the objects it reads) are copied, up to the size of
+the state it encodes, for the seconds it runs.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from concurrent.futures import Executor
 from itertools import islice
 from typing import NoReturn
 
-from quorum.log.snapshots import SnapshotFileWriter
+from quorum.log.snapshots import SYNC_BYTES, SnapshotFileWriter
 
 CHUNK_RECORDS = 10_000
 CHILD_NICE = 10  # background work: the node's own loop (Raft, requests) comes first when cores are short
@@ -130,6 +131,7 @@ def _child(file: SnapshotFileWriter, records: Iterable[bytes], answer: int) -> N
             _isolate(keep={file.fd, answer})
             gc.disable()  # nothing here lives past the exit; a collection would only copy pages
             os.nice(CHILD_NICE)
+            file.sync_bytes = SYNC_BYTES  # synced as it goes: the parent's log fsyncs never wait for 240 MiB at once
             it = iter(records)
             count = 0
             while chunk := list(islice(it, CHUNK_RECORDS)):

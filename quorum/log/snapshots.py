@@ -47,6 +47,12 @@ PART_SUFFIX = ".checkpoint.part"  # a snapshot being written or fetched; never r
 _HEADER_EXTRAS = frozenset({ControlType.KRAFT_VERSION, ControlType.KRAFT_VOTERS})
 _TYPE_NAMES = {t.value: t.name for t in ControlType}
 _FLUSH_BYTES = 1 << 20  # write buffer: one syscall per MiB, whatever the batch size
+# A snapshot written off the event loop (a forked child, an install's writer thread) is synced as it is written,
+# every SYNC_BYTES (Redis's rdb-save-incremental-fsync does it every 4 MB): left to the kernel, a 240 MiB file's
+# dirty pages were flushed in bulk, and the node's log fsyncs on the same disk waited behind them (ext4: a commit
+# flushes the other files' pending data). Measured here with a 248 MiB writer beside a 200-byte append + fdatasync
+# loop: that loop's longest fdatasync 97-108 ms, 17-26 ms syncing every 8 MiB.
+SYNC_BYTES = 8 << 20
 _MAX_VALUE = MAX_BATCH_SIZE - HEADER_SIZE - 32  # one record alone must still fit the batch size Kafka reads
 
 
@@ -121,6 +127,8 @@ class _PartFile:
         # O_TRUNC: a stale .part of the same id is a crashed attempt, never something to append to.
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self._state = "open"
+        self.sync_bytes = 0  # >0: fdatasync after every that many bytes written (see SYNC_BYTES); 0: at the end only
+        self._unsynced = 0
 
     @property
     def fd(self) -> int:
@@ -135,6 +143,11 @@ class _PartFile:
         with naming("write", self.path), memoryview(data) as view:
             while view:
                 view = view[os.write(self._fd, view) :]
+        self._unsynced += len(data)
+        if self.sync_bytes and self._unsynced >= self.sync_bytes:
+            with naming("fdatasync", self.path):
+                os.fdatasync(self._fd)
+            self._unsynced = 0
 
     def _commit(self) -> Path:
         with naming("fsync", self.path):
@@ -318,6 +331,7 @@ class SnapshotFileInstaller(_PartFile):
 
     def __init__(self, directory: Path, snapshot_id: SnapshotId) -> None:
         super().__init__(directory, snapshot_id)
+        self.sync_bytes = SYNC_BYTES  # written by a thread: syncing as it goes holds nobody up
         self._size = 0
         self._writer: ThreadPoolExecutor | None = None
         self._writing: Future[None] | None = None
