@@ -363,10 +363,16 @@ class _PeerClient:
         )
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):  # a failure went to on_fault already
-                await self._task
+        task = self._task
+        if task is None:
+            return
+        # Cancel until done (as DataPlane.stop): a cancellation swallowed on the way (see _run) must not leave
+        # close() waiting for ever.
+        while not task.done():
+            task.cancel()
+            await asyncio.wait([task], timeout=0.1)
+        with contextlib.suppress(asyncio.CancelledError, Exception):  # a failure went to on_fault already
+            task.result()
 
     async def _run(self) -> None:
         target = f"{self.address.host}:{self.address.port}"
@@ -404,6 +410,10 @@ class _PeerClient:
                             continue
                         self.transport._deliver(env)
                 except grpc.aio.AioRpcError as e:
+                    if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                        # close() cancelled us while gRPC read the stream, and gRPC said so as a CANCELLED status:
+                        # looping on would swallow the cancellation and keep close() waiting for ever.
+                        raise asyncio.CancelledError from e
                     log.info("peer_stream_failed", peer=peer, target=target, code=e.code().name)
                 finally:
                     if writer is not None:

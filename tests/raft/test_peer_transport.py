@@ -66,3 +66,51 @@ async def test_a_peer_refusing_the_stream_is_retried_with_backoff() -> None:
     # 0, 20, 40, 80, 160, 320, 640 ms of backoff: about 7 attempts in 1.5 s; without backoff it would be ~75.
     assert 3 <= len(failures) <= 12, failures
     assert set(failures) == {2}
+
+
+async def test_close_ends_a_client_whose_cancellation_grpc_reports_as_a_cancelled_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """gRPC may report the cancellation of a task reading a stream as an AioRpcError(CANCELLED) rather than a
+    CancelledError (a CI run once hung for ever in a transport's close()): the client must end all the same."""
+    from quorum.transport import peer
+
+    started = asyncio.Event()
+    reported: list[bool] = []
+
+    class Call:
+        async def wait_for_connection(self) -> None:
+            await asyncio.Event().wait()
+
+        def __aiter__(self) -> Call:
+            return self
+
+        async def __anext__(self) -> None:
+            started.set()
+            try:
+                await asyncio.Event().wait()  # a peer that never connects (wait_for_ready)
+            except asyncio.CancelledError:
+                if reported:  # once is the case under test; after it, end as usual (so a failing run ends too)
+                    raise
+                reported.append(True)
+                status = grpc.StatusCode.CANCELLED
+                raise grpc.aio.AioRpcError(status, grpc.aio.Metadata(), grpc.aio.Metadata()) from None
+
+    class Stub:
+        def __init__(self, channel: object) -> None:
+            pass
+
+        def Exchange(self, wait_for_ready: bool = False) -> Call:  # gRPC's method name
+            return Call()
+
+    monkeypatch.setattr(peer.pb_grpc, "QuorumPeerStub", Stub)
+    port_1, port_2 = free_ports(2)
+    voters = {1: VoterAddress(1, "127.0.0.1", port_1), 2: VoterAddress(2, "127.0.0.1", port_2)}
+    transport = PeerTransport(1, voters, lambda env: None, lambda peer: None)
+    transport.start()
+    async with asyncio.timeout(5):
+        await started.wait()
+    closing = asyncio.create_task(transport.close())
+    done, _ = await asyncio.wait({closing}, timeout=5)
+    assert done, "close() still waits for a client that took its cancellation for a failed stream"
+    assert reported == [True]
