@@ -18,7 +18,7 @@ import errno
 import os
 import sys
 import traceback
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -123,3 +123,14 @@ def spawn(work: Coroutine[Any, Any, T], *, name: str, on_error: Callable[[BaseEx
 
     task.add_done_callback(done)
     return task
+
+
+async def cancel_until_done(tasks: Iterable[asyncio.Task[Any]]) -> None:
+    """Cancel ``tasks`` and wait until every one has ended, cancelling again those that swallowed it: on Python
+    3.11 a wait_for whose inner wait completes as the task is cancelled can swallow the cancellation, and gRPC may
+    report one as a CANCELLED status; a loop around either then runs on, and a plain cancel-and-await hangs (a
+    shutdown under load did; a CI run did)."""
+    while pending := [t for t in tasks if not t.done()]:
+        for t in pending:
+            t.cancel()
+        await asyncio.wait(pending, timeout=0.1)

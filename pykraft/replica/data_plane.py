@@ -65,7 +65,7 @@ from pykraft.security.channels import ClientTls, aio_channel
 from pykraft.security.peer_identity import ReplicaCheck, broker_name, replica_authenticator
 from pykraft.security.tls import ClientAuth, ReloadingServerCredentials, TlsSettings
 from quorum.errors import Errors, KafkaError
-from quorum.fault import FaultHandler, fault_message, spawn
+from quorum.fault import FaultHandler, cancel_until_done, fault_message, spawn
 from quorum.log.message import Uuid
 from quorum.transport.peer import MAX_MESSAGE_BYTES
 from quorum.transport.server import new_server
@@ -339,13 +339,7 @@ class DataPlane:
         )
 
     async def stop(self) -> None:
-        tasks = [*self._tasks, *self._fetchers.values()]
-        # Cancel until done: on Python 3.11 a wait_for whose inner wait completes as the task is cancelled can
-        # swallow the cancellation, and a loop around it then runs on (a shutdown hung so, under load).
-        while pending := [t for t in tasks if not t.done()]:
-            for t in pending:
-                t.cancel()
-            await asyncio.wait(pending, timeout=0.1)
+        await cancel_until_done([*self._tasks, *self._fetchers.values()])
         self._tasks.clear()
         self._fetchers.clear()
         for ch in self._channels.values():

@@ -17,7 +17,7 @@ import os
 import struct
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -358,13 +358,14 @@ class SnapshotFileInstaller(_PartFile):
             with self._aborting():
                 writing.result()
 
-    def abort(self) -> None:
-        writing, self._writing = self._writing, None
-        if writing is not None:
-            wait([writing])  # the descriptor stays open until its write is over
+    def _stop_writer(self) -> None:
         if self._writer is not None:
-            self._writer.shutdown()
+            self._writer.shutdown()  # waits for a write under way
             self._writer = None
+
+    def abort(self) -> None:
+        self._writing = None  # its error, if any, no longer matters
+        self._stop_writer()  # the descriptor stays open until its write is over
         super().abort()
 
     def freeze(self) -> Path:
@@ -372,9 +373,7 @@ class SnapshotFileInstaller(_PartFile):
         to ``.checkpoint``, fsync the directory; returns the snapshot's path."""
         self._check_open()
         self._written()
-        if self._writer is not None:
-            self._writer.shutdown()
-            self._writer = None
+        self._stop_writer()
         with self._aborting(), open(self.path, "rb") as f:
             _validate(f, self.path, self.snapshot_id)
         with self._aborting():

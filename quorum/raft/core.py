@@ -461,36 +461,30 @@ class RaftCore(SilentLeader, SnapshotFetching):
     def _bootstrap_fetch(self, r: Role, now: int) -> None:
         """An observer with no leader asks a random voter; its answer (an error naming the leader) is enough."""
         r.election_deadline = now + self.config.request_timeout_ms  # type: ignore[union-attr]
-        self._bootstrap_correlation = self._next_correlation()
         # Not the voter asked last (it may be down), nor the leader just lost, while another is left to ask.
         avoid = {self._bootstrap_target}
         if self._lost_leader is not None and now < self._lost_leader[2]:
             avoid.add(self._lost_leader[1])
         self._bootstrap_target = self.rng.choice([v for v in self.voters if v not in avoid] or self.voters)
-        request = FetchRequest(
-            self.cluster_id,
-            self.id,
-            self.epoch,
-            self.log.end_offset,
-            self.log.last_epoch,
-            self.config.fetch_max_bytes,
-            0,
-            self._bootstrap_correlation,
-        )
-        self._send(self._bootstrap_target, request)
+        self._send(self._bootstrap_target, self._who_leads(self.config.fetch_max_bytes))
 
     def _ask_voters_for_leader(self) -> None:
         """A voter that starts with an empty data directory (new, or wiped: ``ask_for_leader``) asks every other voter
-        once who leads (a fetch answered at once: a refusal naming the leader, or the leader's own answer) instead
-        of waiting for the leader's BeginQuorumEpoch resend (up to fetch.timeout/2 away) or its own election
-        timeout, as Kafka's voters do. The first answer naming a leader makes it a follower; nothing else changes
+        once who leads (Kafka's voters wait for the leader's BeginQuorumEpoch resend, up to fetch.timeout/2 away, or
+        their own election timeout). The first answer naming a leader makes it a follower; nothing else changes
         (its election timer runs on), and a voter with state on disk never asks: it may have voted in this epoch."""
-        self._bootstrap_correlation = correlation = self._next_correlation()
+        request = self._who_leads(0)
         for voter in self.others:
-            request = FetchRequest(
-                self.cluster_id, self.id, self.epoch, self.log.end_offset, self.log.last_epoch, 0, 0, correlation
-            )
             self._send(voter, request)
+
+    def _who_leads(self, max_bytes: int) -> FetchRequest:
+        """A fetch answered at once (a refusal naming the leader, or the leader's own answer), under a new bootstrap
+        correlation id: its answer goes to :meth:`_on_bootstrap_response`."""
+        self._bootstrap_correlation = self._next_correlation()
+        return FetchRequest(
+            self.cluster_id, self.id, self.epoch, self.log.end_offset, self.log.last_epoch, max_bytes, 0,
+            self._bootstrap_correlation,
+        )  # fmt: skip
 
     def _on_bootstrap_response(self, source: int, m: FetchResponse, now: int) -> None:
         self._bootstrap_correlation = None

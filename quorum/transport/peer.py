@@ -38,7 +38,7 @@ import grpc
 import structlog
 from google.protobuf.message import DecodeError
 
-from quorum.fault import spawn
+from quorum.fault import cancel_until_done, spawn
 from quorum.raft.config import VoterAddress
 from quorum.raft.messages import (
     REQUEST_TYPES,
@@ -366,11 +366,7 @@ class _PeerClient:
         task = self._task
         if task is None:
             return
-        # Cancel until done (as DataPlane.stop): a cancellation swallowed on the way (see _run) must not leave
-        # close() waiting for ever.
-        while not task.done():
-            task.cancel()
-            await asyncio.wait([task], timeout=0.1)
+        await cancel_until_done([task])  # a cancellation swallowed on the way (see _run) must not hang close()
         with contextlib.suppress(asyncio.CancelledError, Exception):  # a failure went to on_fault already
             task.result()
 
