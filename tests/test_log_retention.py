@@ -54,7 +54,8 @@ def test_clean_deletes_segments_below_the_oldest_snapshot_kept(tmp_path: Path) -
     assert log.start_offset == max(b for b in bases if b <= 35)
     assert log.latest_snapshot() == sid
     assert log.batches(log.start_offset)[0].base_offset == log.start_offset
-    # The epoch checkpoint starts at the new log start, and a reopen agrees.
+    # The epoch checkpoint starts at the new log start once the next flush wrote it, and a reopen agrees.
+    log.flush()
     entries = EpochCache.read(log.dir / CHECKPOINT_NAME).entries
     assert entries[0][1] == log.start_offset
     start, end, last_epoch = log.start_offset, log.end_offset, log.last_epoch

@@ -40,9 +40,9 @@ from quorum.log.snapshots import (
     SnapshotFileInstaller,
     SnapshotFileWriter,
     SnapshotId,
-    delete_snapshot,
     list_snapshots,
     remove_partial_snapshots,
+    unlink_snapshot,
 )
 
 with warnings.catch_warnings():  # kafka-python's own import uses a deprecated importlib.resources call
@@ -597,8 +597,8 @@ def test_directory_helpers(tmp_path: Path) -> None:
     assert remove_partial_snapshots(tmp_path) == []
     assert list_snapshots(tmp_path) == sorted(ids)
 
-    delete_snapshot(tmp_path, SnapshotId(20, 1))
-    delete_snapshot(tmp_path, SnapshotId(20, 1))  # already gone: nothing to do
+    unlink_snapshot(tmp_path, SnapshotId(20, 1))
+    unlink_snapshot(tmp_path, SnapshotId(20, 1))  # already gone: nothing to do
     assert list_snapshots(tmp_path) == [SnapshotId(0, 0), SnapshotId(500, 2), SnapshotId(500, 3)]
 
 

@@ -104,6 +104,7 @@ class MetadataLog:
         self._epochs_dirty = False
         self._flushed_offset = self.end_offset
         self._flush_lock = threading.Lock()  # flush may run on an executor thread while the loop appends
+        self.deleter = snapshots.deleter  # retention's files (segments, snapshots) go through it
 
     # -- opening -------------------------------------------------------------------------------------------------
 
@@ -411,6 +412,7 @@ class MetadataLog:
     def truncate_to_snapshot(self, snapshot_id: SnapshotId) -> int:
         """Empty the log to start at ``snapshot_id``'s end (it was installed from the leader), and forget older
         snapshots. Durable when it returns; returns the new end offset."""
+        self.deleter.drain()  # no older segment may outlive a crash beside the new log (see quorum.log.deleter)
         with self._flush_lock:
             start = snapshot_id.end_offset
             old_start, old_end = self.start_offset, self.end_offset
@@ -451,6 +453,7 @@ class MetadataLog:
         ``retention_bytes``, or the oldest is older than ``retention_ms``; then delete segments wholly below the
         oldest snapshot kept while the same limits are exceeded. The newest snapshot is never deleted, nor a
         segment it does not cover, nor the active segment. Returns the bytes freed."""
+        self.deleter.check()
         now = time.time() * 1000 if now_ms is None else now_ms
         cfg, snaps = self.config, self.snapshots
         freed = 0
@@ -468,19 +471,21 @@ class MetadataLog:
         bound = snaps.earliest
         if bound is None:
             return freed
-        with self._flush_lock:
-            while len(self._segments) > 1 and self._segments[1].base_offset <= bound.end_offset:
-                seg = self._segments[0]
-                too_old = cfg.retention_ms >= 0 and now - seg.path.stat().st_mtime * 1000 > cfg.retention_ms
-                if not (too_old or over_size()):
-                    break
-                freed += seg.size
-                self._segments.pop(0).delete()
+        while len(self._segments) > 1 and self._segments[1].base_offset <= bound.end_offset:
+            seg = self._segments[0]
+            too_old = cfg.retention_ms >= 0 and now - seg.path.stat().st_mtime * 1000 > cfg.retention_ms
+            if not (too_old or over_size()):
+                break
+            freed += seg.size
+            with self._flush_lock:
+                self._segments.pop(0)
                 self._bases.pop(0)
-                fsync_dir(self.dir)
-                log.info("segment_deleted", path=str(seg.path), log_start_offset=self.start_offset)
-            if self.epochs.truncate_from_start(self.start_offset):
-                self.epochs.write(self.dir / CHECKPOINT_NAME)
+            self.deleter.delete(seg.delete)
+            log.info("segment_deleted", path=str(seg.path), log_start_offset=self.start_offset)
+        with self._flush_lock:
+            # It drops entries below the log start only: the next flush writes the file. A crash before that
+            # leaves them in it, and the open reconciles the file with the log.
+            self._epochs_dirty |= self.epochs.truncate_from_start(self.start_offset)
         return freed
 
     # -- reading -------------------------------------------------------------------------------------------------
@@ -516,6 +521,7 @@ class MetadataLog:
         for seg in self._segments:
             seg.close()
         self.snapshots.close()
+        self.deleter.close()
         log.info("log_closed", path=str(self.dir), log_end_offset=self.end_offset)
 
     def __enter__(self) -> MetadataLog:

@@ -9,10 +9,12 @@ Older snapshots are validated only when they are read.
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 
 import structlog
 
+from quorum.log.deleter import FileDeleter
 from quorum.log.files import fsync_dir
 from quorum.log.snapshots import (
     CorruptSnapshotError,
@@ -20,9 +22,9 @@ from quorum.log.snapshots import (
     SnapshotFileInstaller,
     SnapshotFileWriter,
     SnapshotId,
-    delete_snapshot,
     list_snapshots,
     remove_partial_snapshots,
+    unlink_snapshot,
 )
 
 DAMAGED_SUFFIX = ".damaged"
@@ -35,6 +37,7 @@ class SnapshotSet:
         self.dir = directory
         self.ids: list[SnapshotId] = []  # ascending; the last one was validated at open or written by us
         self._open: dict[SnapshotId, SnapshotFile] = {}  # files kept open while they are being served
+        self.deleter = FileDeleter(directory)  # the log's own, once the log is open
 
     @classmethod
     def open(cls, directory: Path) -> SnapshotSet:
@@ -126,7 +129,7 @@ class SnapshotSet:
         if f is not None:
             f.close()
         self.ids.remove(snapshot_id)
-        delete_snapshot(self.dir, snapshot_id)
+        self.deleter.delete(partial(unlink_snapshot, self.dir, snapshot_id))
         log.info("snapshot_deleted", path=str(self.path(snapshot_id)))
 
     def forget_before(self, snapshot_id: SnapshotId) -> None:

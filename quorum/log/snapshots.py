@@ -531,7 +531,6 @@ def remove_partial_snapshots(directory: Path) -> list[Path]:
     return removed
 
 
-def delete_snapshot(directory: Path, snapshot_id: SnapshotId) -> None:
-    """Unlink a snapshot (a missing one is already deleted) and make that durable."""
+def unlink_snapshot(directory: Path, snapshot_id: SnapshotId) -> None:
+    """Unlink a snapshot (a missing one is already deleted). The caller makes that durable (a directory fsync)."""
     (Path(directory) / snapshot_id.file_name).unlink(missing_ok=True)
-    fsync_dir(Path(directory))

@@ -196,6 +196,7 @@ class RaftNode:
         self.leader_trace = StageTrace(LEADER_STAGES, time.monotonic_ns)
         self.follower_trace = StageTrace(FOLLOWER_STAGES, time.monotonic_ns)
         self._snapshotter = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"snapshot-{node_id}")
+        log.deleter.start_background(f"delete-{node_id}")  # retention's unlinks and fsyncs: off the event loop
         self._cleaner: asyncio.TimerHandle | None = None
         self.snapshot_stats = SnapshotStats()
         latest = log.latest_snapshot()
