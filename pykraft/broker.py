@@ -47,6 +47,7 @@ import structlog
 from controller.authorizer import AclOperation
 from controller.configs import BROKER_CONFIGS
 from controller.quorum_controller import ControllerSettings
+from pykraft import loop_stalls
 from pykraft.authorization import controller_authorization
 from pykraft.broker_metrics import DEFAULT_REPLICA_SERIES_MAX, REPLICAS_PATH, serve_broker_metrics
 from pykraft.cli_common import non_negative_int
@@ -520,10 +521,12 @@ async def _main(
                 observer.start()  # catching up starts now, before registering
             loop.add_signal_handler(signal.SIGUSR1, lambda: agent.data_plane.set_paused(not agent.data_plane.paused))
             releasing = spawn(release_periodically(), name="memory-release", on_error=_release_failed)
+            stalls = loop_stalls.watch()
             try:
                 await agent.run(stop)
             finally:
                 releasing.cancel()
+                stalls.stop()
         finally:
             if observer is not None:
                 await observer.close()

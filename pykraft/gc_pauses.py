@@ -71,6 +71,11 @@ def install() -> GcPauses:
     return _installed
 
 
+def total_seconds() -> float:
+    """The pauses counted so far, summed (0 where nothing is installed)."""
+    return sum(_installed.seconds) if _installed is not None else 0.0
+
+
 def uninstall() -> None:
     """Undo :func:`install` (a process that ran a node in process and goes on without it: the tests)."""
     global _installed

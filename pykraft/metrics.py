@@ -20,8 +20,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from controller.quorum_controller import QuorumController
-from pykraft import gc_pauses
+from pykraft import gc_pauses, loop_stalls
 from pykraft.gc_pauses import GcPauses
+from pykraft.loop_stalls import LoopStalls
 from pykraft.metrics_http import ReloadingSslContext, serve_wsgi
 from quorum.fault import LoggingFaultHandler
 from quorum.histogram import Histogram
@@ -414,6 +415,21 @@ class GcCollector(Collector):
         yield GaugeMetricFamily("pykraft_gc_pause_max_seconds", "Longest collection pause", value=p.longest)
 
 
+class LoopStallCollector(Collector):
+    def __init__(self, stalls: LoopStalls) -> None:
+        self.stalls = stalls
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        s = self.stalls
+        yield CounterMetricFamily(
+            "pykraft_loop_stalls", "Times the event loop ran a timer 50 ms or more late", value=s.count
+        )
+        yield CounterMetricFamily(
+            "pykraft_loop_stall_seconds", "How late the event loop ran those timers, summed", value=s.seconds
+        )
+        yield GaugeMetricFamily("pykraft_loop_stall_max_seconds", "Longest event loop stall", value=s.longest)
+
+
 class FaultCollector(Collector):
     """``pykraft_fatal_fault`` is 1 from the moment a fatal fault is being handled (the process exits right after:
     a scrape racing the exit, or an in-process handler, sees it), labelled with its cause."""
@@ -462,6 +478,7 @@ def register_process_collectors(registry: CollectorRegistry, role: str) -> None:
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
     registry.register(GcCollector(gc_pauses.install()))
+    registry.register(LoopStallCollector(loop_stalls.STALLS))
     registry.register(BuildInfoCollector(role))
 
 

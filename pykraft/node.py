@@ -33,7 +33,7 @@ from controller.configs import BROKER_CONFIGS
 from controller.placement import PLACERS
 from controller.quorum_controller import ControllerSettings, QuorumController
 from controller.records import deserialize
-from pykraft import gc_pauses
+from pykraft import gc_pauses, loop_stalls
 from pykraft.authorization import authorizer_enabled, controller_authorization
 from pykraft.metrics_http import MetricsTls, ReloadingSslContext, metrics_tls_settings, metrics_url
 from pykraft.security.peer_identity import controller_name, peer_authenticator
@@ -443,6 +443,7 @@ async def serve(
             raise
     # Only a node that is up reports its GC pauses: a refused start must print its one-line error and nothing more.
     gc_pauses.install()
+    loop_stalls.watch()
     if controller is not None:
         controller.start()  # registers with Raft before it starts: the latest snapshot loads before timers run
     node.start()
@@ -491,6 +492,7 @@ async def serve(
     releasing = spawn(release_periodically(), name="memory-release", on_error=_release_failed)
     await stop.wait()
     releasing.cancel()
+    loop_stalls.STALLS.stop()
     if task is not None:
         task.cancel()
     log.info("node_stopping", role=node.core.role.name if node.core else "?")
