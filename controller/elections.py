@@ -211,10 +211,15 @@ class LeaderElections:
     # -- AlterPartition --------------------------------------------------------------------------------------
 
     def alter_partition(
-        self, broker_id: int, broker_epoch: int, topics: list[AlterPartitionTopic]
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        topics: list[AlterPartitionTopic],
+        seen: set[tuple[Uuid, int]] | None = None,
     ) -> ControllerResult[AlterPartitionResponse]:
         """A partition leader's ISR change (or the end of its recovery), with Kafka's checks in Kafka's order. The
-        answer carries each partition's state after the change. Non-atomic per partition, as Kafka."""
+        answer carries each partition's state after the change. Non-atomic per partition, as Kafka. ``seen``: the
+        partitions of the same request applied by earlier turns (a partition named twice is refused)."""
         b = self.cluster.brokers.get(broker_id)
         if b is None or b.epoch != broker_epoch:
             why = "is not registered" if b is None else f"is registered with epoch {b.epoch}"
@@ -224,7 +229,7 @@ class LeaderElections:
             return ControllerResult([], AlterPartitionResponse(error))
         records: list[ApiMessage] = []
         results: list[AlterPartitionResult] = []
-        seen: set[tuple[Uuid, int]] = set()
+        seen = set() if seen is None else seen
         for topic in topics:
             info = self.replication.topics.get(topic.topic_id)
             for data in topic.partitions:

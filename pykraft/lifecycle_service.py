@@ -8,6 +8,7 @@ that is not base64url, a negative partition index, an empty topic name); Kafka's
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT_MS = 30_000
 ELECTION_TIMEOUT_MS = 60_000  # ElectLeaders' default in Kafka's schema
+YIELD_EVERY = 1_000  # partitions of an AlterPartition read or answered between two yields to the loop
 _UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")  # Kafka's Uuid.toString(): 16 bytes, base64url, no padding
 # Kafka's DescribeConfigs ConfigType ids, by the controller's type names.
 
@@ -108,10 +110,14 @@ class LifecycleServicer(ServicerPart):
             (await self._caller(context)).require_cluster(Op.CLUSTER_ACTION)
             timeout = self._timeout(request.timeout_ms)
             topics = []
+            read = 0
             for i, t in enumerate(request.topics):
                 topic_id = self._topic_id(t.topic_id, f"topics[{i}].topic_id")
                 partitions = []
                 for j, p in enumerate(t.partitions):
+                    read += 1
+                    if read % YIELD_EVERY == 0:
+                        await asyncio.sleep(0)  # thousands of changes: other requests get the loop between slices
                     where = f"topics[{i}].partitions[{j}]"
                     self._partition_index(p.partition_index, f"{where}.partition_index")
                     if p.leader_recovery_state not in (0, 1):
@@ -135,7 +141,9 @@ class LifecycleServicer(ServicerPart):
             )
             out = pb.AlterPartitionResponse(error_code=int(answer.error.code), error_message=answer.error.message or "")
             by_topic: dict[bytes, pb.AlterPartitionResponse.TopicData] = {}
-            for r in answer.partitions:
+            for n, r in enumerate(answer.partitions, 1):
+                if n % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
                 topic = by_topic.get(r.topic_id)
                 if topic is None:
                     topic = by_topic[r.topic_id] = out.topics.add(topic_id=str(r.topic_id))

@@ -228,6 +228,23 @@ def test_alter_partition_errors(lc: LifecycleCluster) -> None:
     assert partition(lc, "isr", 0) == p
 
 
+def test_a_large_alter_partition_is_answered_whole_and_in_request_order(lc: LifecycleCluster) -> None:
+    """2,500 changes: the service reads and answers them in slices, the controller applies them 1,000 per event."""
+    topic_id = create(lc, "large", {0: [101, 102, 103]})
+    p = partition(lc, "large", 0)
+    unknown = [AlterPartitionTopic(Uuid.random(), tuple(AlterPartitionData(i, 0, ((101, -1),), 0) for i in range(500)))
+               for _ in range(5)]  # fmt: skip
+    real = AlterPartitionData(0, p.leader_epoch, ((101, lc.brokers.epoch(101)), (102, lc.brokers.epoch(102))),
+                              p.partition_epoch)  # fmt: skip
+    response = lc.admin.alter_partition(
+        101, lc.brokers.epoch(101), [*unknown, AlterPartitionTopic(Uuid(topic_id), (real,))]
+    )
+    got = [(str(r.topic_id), r.partition_index, r.error.code) for r in response.partitions]
+    expected = [(str(t.topic_id), d.partition_index, Errors.UNKNOWN_TOPIC_ID) for t in unknown for d in t.partitions]
+    assert got == [*expected, (topic_id, 0, Errors.NONE)]
+    assert sorted(response.partitions[-1].isr) == [101, 102]
+
+
 def test_unclean_election(lc: LifecycleCluster) -> None:
     create(lc, "unclean", {0: [101, 104]})
     try:
