@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT_MS = 30_000
 ELECTION_TIMEOUT_MS = 60_000  # ElectLeaders' default in Kafka's schema
-YIELD_EVERY = 1_000  # partitions of an AlterPartition read or answered between two yields to the loop
+YIELD_EVERY = 500  # partitions of an AlterPartition read or answered between two yields to the loop
 _UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")  # Kafka's Uuid.toString(): 16 bytes, base64url, no padding
 # Kafka's DescribeConfigs ConfigType ids, by the controller's type names.
 

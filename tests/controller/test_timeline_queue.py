@@ -240,6 +240,36 @@ async def test_prepend_runs_next(queue: EventQueue) -> None:
     assert ran == ["first", "a", "b"]
 
 
+async def test_the_bulk_lane_takes_turns_with_the_other_events(queue: EventQueue) -> None:
+    ran: list[str] = []
+    futures = [queue.append(Event(n, lambda n=n: ran.append(n)), bulk=True) for n in ("B1", "B2", "B3", "B4")]
+    futures += [queue.append(Event(n, lambda n=n: ran.append(n))) for n in ("a", "b")]
+    await asyncio.gather(*futures)
+    assert ran == ["a", "B1", "b", "B2", "B3", "B4"]  # alone, the bulk lane runs back to back
+    ran.clear()
+    # A deferred event that is due counts as one of the others: bulk work never holds periodic work for long.
+    due = Event("due", lambda: ran.append("due"))
+    queue.schedule("due", time.monotonic(), due)
+    futures = [queue.append(Event(n, lambda n=n: ran.append(n)), bulk=True) for n in ("B5", "B6")]
+    await asyncio.gather(due.future, *futures)
+    assert ran.index("due") <= 1
+
+
+async def test_bulk_events_count_toward_the_bound_and_close_fails_them() -> None:
+    q = EventQueue("bulk", max_size=2)
+    held = [q.append(Event("b", lambda: None), bulk=True), q.append(Event("o", lambda: None))]
+    refused = q.append(Event("c", lambda: None), bulk=True)
+    with pytest.raises(KafkaError) as e:
+        await refused
+    assert e.value.code == Errors.REQUEST_TIMED_OUT
+    reason = KafkaError("shutting down", Errors.NOT_CONTROLLER)
+    await q.close(reason)
+    for f in held:
+        with pytest.raises(KafkaError) as e:
+            await f
+        assert e.value is reason
+
+
 async def test_deferred_events_run_at_their_time_in_time_order(queue: EventQueue) -> None:
     ran: list[tuple[str, float]] = []
     start = time.monotonic()

@@ -229,7 +229,7 @@ def test_alter_partition_errors(lc: LifecycleCluster) -> None:
 
 
 def test_a_large_alter_partition_is_answered_whole_and_in_request_order(lc: LifecycleCluster) -> None:
-    """2,500 changes: the service reads and answers them in slices, the controller applies them 1,000 per event."""
+    """2,500 changes: the service reads and answers them in slices, the controller applies them 500 per event."""
     topic_id = create(lc, "large", {0: [101, 102, 103]})
     p = partition(lc, "large", 0)
     unknown = [AlterPartitionTopic(Uuid.random(), tuple(AlterPartitionData(i, 0, ((101, -1),), 0) for i in range(500)))
