@@ -348,6 +348,49 @@ def file_copy_rate(source: Path, dest: Path) -> float:
 # -- CPU per phase ---------------------------------------------------------------------------------------------
 
 
+def commit_path(port: int) -> dict[str, float] | None:
+    """A controller's counters of where a commit's time goes, as ``{key: value}``: ``leader/<stage>`` and
+    ``follower/<stage>`` summed seconds with their ``.../samples`` (quorum/raft/hops.py), and the event queue's
+    wait histogram as ``queue_wait<=<le>`` cumulative counts. None while it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2.0) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("pykraft_raft_commit_stage_") or line.startswith("kafka_controller_event_queue_wait_"):
+            name_labels, _, value = line.rpartition(" ")
+            labels = dict(kv.split("=", 1) for kv in name_labels.partition("{")[2].rstrip("}").split(",") if kv)
+            labels = {k: v.strip('"') for k, v in labels.items()}
+            if name_labels.startswith("pykraft_raft_commit_stage_seconds_total"):
+                out[f"{labels['side']}/{labels['stage']}"] = float(value)
+            elif name_labels.startswith("pykraft_raft_commit_stage_samples_total"):
+                out[f"{labels['side']}/samples"] = float(value)
+            elif name_labels.startswith("kafka_controller_event_queue_wait_seconds_bucket"):
+                out[f"queue_wait<={labels['le']}"] = float(value)
+    return out
+
+
+def commit_path_text(before: dict[str, float] | None, after: dict[str, float] | None, side: str) -> str:
+    """Mean ms per stage over a window (``side``: leader or follower), and the queue wait's p99 bucket."""
+    if not before or not after:
+        return "not measured"
+    delta = {k: after[k] - before.get(k, 0.0) for k in after}
+    n = delta.get(f"{side}/samples", 0.0)
+    stages = [k.split("/")[1] for k in delta if k.startswith(f"{side}/") and not k.endswith("/samples")]
+    parts = [f"{stage} {delta[f'{side}/{stage}'] / n * 1000:.1f}" for stage in stages] if n else []
+    text = f"{int(n)} traced, mean ms from the append: " + (", ".join(parts) or "none")
+    buckets = sorted(
+        ((float(k.split("<=")[1]), v) for k, v in delta.items() if k.startswith("queue_wait<=")), key=lambda b: b[0]
+    )
+    if side == "leader" and buckets and buckets[-1][1] > 0:
+        total = buckets[-1][1]
+        p99 = next(le for le, count in buckets if count >= 0.99 * total)
+        text += f"; event queue wait p99 <= {p99 * 1000:g} ms over {int(total)} events"
+    return text
+
+
 class PhaseCpu:
     """CPU seconds per process over a phase, by name; a process started during the phase counts from its exec."""
 
@@ -998,16 +1041,29 @@ async def snapshot_under_load(bench: Bench, window_s: float) -> dict[str, Any]:
     targets = [node.address] + [n.address for n in bench.cluster.nodes.values() if n is not node]
     task = asyncio.create_task(appender(targets, APPENDER_RATE, stop, "base", bench.topic_names))
     await asyncio.sleep(0.5)  # connected
+    ports = {i: bench.metrics_ports[i] for i in bench.cluster.nodes}
+
+    async def paths() -> dict[int, dict[str, float] | None]:
+        got = await asyncio.gather(*(asyncio.to_thread(commit_path, p) for p in ports.values()))
+        return dict(zip(ports, got, strict=True))
+
+    base_paths = await paths()
     base_start = time.perf_counter()
     await asyncio.sleep(window_s)
     base_end = time.perf_counter()
     base_cpu = meter.used()
+    snap_paths = await paths()
     meter = PhaseCpu(bench)
     since = log_size(node.log_path)
     snap_start = time.perf_counter()
     resp, seconds = await bench.create_snapshot(node.address)
     snap_end = time.perf_counter()
     snap_cpu = meter.used()
+    end_paths = await paths()
+
+    def path_texts(before: dict[int, Any], after: dict[int, Any]) -> dict[str, str]:
+        return {f"c{i}": commit_path_text(before[i], after[i], "leader" if i == leader else "follower") for i in ports}
+
     await asyncio.sleep(0.5)
     stop.set()
     samples = await task
@@ -1016,8 +1072,16 @@ async def snapshot_under_load(bench: Bench, window_s: float) -> dict[str, Any]:
     return {
         "leader": leader,
         "rate": APPENDER_RATE,
-        "baseline": {**window_tally(samples, base_start, base_end), **base_cpu},
-        "during": {**window_tally(samples, snap_start, snap_end), **snap_cpu},
+        "baseline": {
+            **window_tally(samples, base_start, base_end),
+            **base_cpu,
+            "commit_path": path_texts(base_paths, snap_paths),
+        },
+        "during": {
+            **window_tally(samples, snap_start, snap_end),
+            **snap_cpu,
+            "commit_path": path_texts(snap_paths, end_paths),
+        },
         "snapshot": {
             "error": error_name(resp.error_code) if resp.error_code else None,
             "created": resp.created,
@@ -1603,6 +1667,9 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
             )
             print(f"    during: {cpu_text(d)}")
             print(f"    baseline: {cpu_text(b)}")
+            for window, w in (("baseline", b), ("during", d)):
+                for name, text in w["commit_path"].items():
+                    print(f"    {window} commit path, {name}: {text}")
 
         with phase(report, "restart_controller", bench):
             print("\n[5] a controller restarted (snapshot created on it first, then SIGTERM)", flush=True)
