@@ -38,7 +38,7 @@ def test_every_partition_created_and_every_node_caught_up(report: dict[str, Any]
     c = report["create"]
     assert c["created_partitions"] == PARTITIONS, c
     assert c["leader_partition_count"] - c["partitions_before"] == PARTITIONS, c
-    assert report["all_caught_up_at_end"]
+    assert report["all_caught_up_at_end"], report.get("behind_at_end")
     if report["observers"]:
         images = c["broker_images_hold_the_last_request"]
         assert len(images) == 6 and all(images.values()), images
