@@ -139,12 +139,19 @@ class RaftCollector(Collector):
             "Appends (leader) or fetch answers (follower) traced",
             labels=[*labels, "side"],
         )
-        for side, trace in (("leader", self.node.leader_trace), ("follower", self.node.follower_trace)):
+        traces = (("leader", self.node.leader_trace), ("follower", self.node.follower_trace))
+        for side, trace in traces:
             for stage, seconds in trace.seconds.items():
                 stages.add_metric([*nid, side, stage], seconds)
             samples.add_metric([*nid, side], trace.samples)
         yield stages
         yield samples
+        yield histogram_family(
+            "pykraft_raft_commit_stage_duration_seconds",
+            "Time from a traced append (leader) or fetched records (follower) to each stage",
+            [*labels, "side", "stage"],
+            [([*nid, side, stage], h) for side, trace in traces for stage, h in trace.histograms.items()],
+        )
 
 
 def voter_lag(role: object, log_end_offset: int, labels: list[str], nid: list[str]) -> Iterator[GaugeMetricFamily]:

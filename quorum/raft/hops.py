@@ -2,12 +2,16 @@
 
 Sampling one append at a time keeps this O(1) per event: under a sequential client every append is traced; under
 many in flight, one in each round of replication. Times are monotonic nanoseconds, summed per stage; a reader
-divides by the count (the Prometheus counters ``pykraft_raft_commit_stage_seconds_total`` and the samples).
+divides by the count (the Prometheus counters ``pykraft_raft_commit_stage_seconds_total`` and the samples). Each
+stage's times also go to a histogram (``pykraft_raft_commit_stage_duration_seconds``): a mean hides the rare slow
+commit that makes a client's p99.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from quorum.histogram import Histogram
 
 # Leader stages, each measured from the append: the records are in the log (the batch was written), the leader's
 # fsync covers them, a follower's next fetch says it holds them durably, the high watermark passed them.
@@ -23,6 +27,7 @@ class StageTrace:
         self.stages = stages
         self.clock = clock
         self.seconds = dict.fromkeys(stages, 0.0)
+        self.histograms = {stage: Histogram() for stage in stages}
         self.samples = 0
         self._offset: int | None = None  # the offset followed (traced once past it), and when it started
         self._started = 0
@@ -40,6 +45,7 @@ class StageTrace:
         if len(self._reached) == len(self.stages):
             for name, ns in self._reached.items():
                 self.seconds[name] += ns / 1e9
+                self.histograms[name].observe(ns / 1e9)
             self.samples += 1
             self._offset = None
 

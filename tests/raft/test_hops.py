@@ -24,6 +24,8 @@ def test_one_item_at_a_time_is_followed_through_every_stage() -> None:
     trace.passed("committed", 11)
     assert trace.samples == 1
     assert trace.seconds == {"written": 0.001, "committed": 0.003}
+    assert trace.histograms["committed"].count == 1 and trace.histograms["committed"].sum == 0.003
+    assert trace.histograms["committed"].counts[5] == 1  # 3 ms: the (2.5 ms, 5 ms] bucket
     trace.passed("committed", 20)  # nothing followed now
     assert trace.samples == 1
     trace.start(20)  # the next one
