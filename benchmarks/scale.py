@@ -351,8 +351,9 @@ def file_copy_rate(source: Path, dest: Path) -> float:
 
 def commit_path(port: int) -> dict[str, float] | None:
     """A controller's counters of where a commit's time goes, as ``{key: value}``: ``leader/<stage>`` and
-    ``follower/<stage>`` summed seconds with their ``.../samples`` (quorum/raft/hops.py), and the event queue's
-    wait histogram as ``queue_wait<=<le>`` cumulative counts. None while it does not answer."""
+    ``follower/<stage>`` summed seconds with their ``.../samples`` (quorum/raft/hops.py) and their histograms
+    as ``<side>/<stage><=<le>``, the event queue's wait as ``queue_wait<=<le>`` and CreateTopics' time in the
+    controller (queued to answered) as ``create<=<le>``: cumulative counts. None while it does not answer."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2.0) as r:
             text = r.read().decode()
@@ -360,7 +361,9 @@ def commit_path(port: int) -> dict[str, float] | None:
         return None
     out: dict[str, float] = {}
     for line in text.splitlines():
-        if line.startswith("pykraft_raft_commit_stage_") or line.startswith("kafka_controller_event_queue_wait_"):
+        if line.startswith(
+            ("pykraft_raft_commit_stage_", "kafka_controller_event_queue_wait_", "kafka_controller_request_time")
+        ):
             name_labels, _, value = line.rpartition(" ")
             labels = dict(kv.split("=", 1) for kv in name_labels.partition("{")[2].rstrip("}").split(",") if kv)
             labels = {k: v.strip('"') for k, v in labels.items()}
@@ -368,9 +371,28 @@ def commit_path(port: int) -> dict[str, float] | None:
                 out[f"{labels['side']}/{labels['stage']}"] = float(value)
             elif name_labels.startswith("pykraft_raft_commit_stage_samples_total"):
                 out[f"{labels['side']}/samples"] = float(value)
+            elif name_labels.startswith("pykraft_raft_commit_stage_duration_seconds_bucket"):
+                out[f"{labels['side']}/{labels['stage']}<={labels['le']}"] = float(value)
             elif name_labels.startswith("kafka_controller_event_queue_wait_seconds_bucket"):
                 out[f"queue_wait<={labels['le']}"] = float(value)
+            elif (
+                name_labels.startswith("kafka_controller_request_time_seconds_bucket")
+                and labels.get("api") == "createTopics"
+            ):
+                key = f"create<={labels['le']}"
+                out[key] = out.get(key, 0.0) + float(value)  # every outcome
     return out
+
+
+def p99_bucket(delta: dict[str, float], prefix: str) -> tuple[float, int] | None:
+    """The smallest bucket bound holding 99 % of a histogram's observations in a window, and their count."""
+    buckets = sorted(
+        ((float(k.split("<=")[1]), v) for k, v in delta.items() if k.startswith(prefix + "<=")), key=lambda b: b[0]
+    )
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    total = buckets[-1][1]
+    return next(le for le, count in buckets if count >= 0.99 * total), int(total)
 
 
 def commit_path_text(before: dict[str, float] | None, after: dict[str, float] | None, side: str) -> str:
@@ -379,16 +401,18 @@ def commit_path_text(before: dict[str, float] | None, after: dict[str, float] | 
         return "not measured"
     delta = {k: after[k] - before.get(k, 0.0) for k in after}
     n = delta.get(f"{side}/samples", 0.0)
-    stages = [k.split("/")[1] for k in delta if k.startswith(f"{side}/") and not k.endswith("/samples")]
-    parts = [f"{stage} {delta[f'{side}/{stage}'] / n * 1000:.1f}" for stage in stages] if n else []
+    stages = [k.split("/")[1] for k in delta if k.startswith(f"{side}/") and "<=" not in k and "samples" not in k]
+    parts = []
+    for stage in stages if n else []:
+        p99 = p99_bucket(delta, f"{side}/{stage}")
+        parts.append(
+            f"{stage} {delta[f'{side}/{stage}'] / n * 1000:.1f}" + (f" (p99 <= {p99[0] * 1000:g})" if p99 else "")
+        )
     text = f"{int(n)} traced, mean ms from the append: " + (", ".join(parts) or "none")
-    buckets = sorted(
-        ((float(k.split("<=")[1]), v) for k, v in delta.items() if k.startswith("queue_wait<=")), key=lambda b: b[0]
-    )
-    if side == "leader" and buckets and buckets[-1][1] > 0:
-        total = buckets[-1][1]
-        p99 = next(le for le, count in buckets if count >= 0.99 * total)
-        text += f"; event queue wait p99 <= {p99 * 1000:g} ms over {int(total)} events"
+    for prefix, what in (("queue_wait", "event queue wait"), ("create", "CreateTopics queued to answered")):
+        p99 = p99_bucket(delta, prefix) if side == "leader" else None
+        if p99:
+            text += f"; {what} p99 <= {p99[0] * 1000:g} ms over {p99[1]}"
     return text
 
 
