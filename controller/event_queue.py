@@ -54,6 +54,8 @@ class Event:
     future: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
     enqueued: float = field(default_factory=time.monotonic)
     ready: float | None = None  # a deferred event's time (it waits only from then on); None: ``enqueued``
+    started: float | None = None  # when it ran, and until when (time.monotonic()); None: not run (yet)
+    finished: float | None = None
 
 
 @dataclass
@@ -227,6 +229,7 @@ class EventQueue:
             )
             return
         self.running = ev.name
+        ev.started = started
         try:
             result = ev.run()
         except Exception as e:  # the event's own error travels to its caller
@@ -238,7 +241,8 @@ class EventQueue:
                 ev.future.set_result(result)
         finally:
             self.running = None
-            took = time.monotonic() - started
+            ev.finished = time.monotonic()
+            took = ev.finished - started
             if took >= SLOW_EVENT_S:
                 log.warning("slow_event", queue=self.name, name=ev.name, ms=round(took * 1000))
             self.stats.processed += 1

@@ -103,6 +103,7 @@ from quorum.raft.client import CommittedBatch, LeaderAndEpoch, RaftClient, Snaps
 log = structlog.get_logger("controller")
 # Partitions of one AlterPartition applied per event (QuorumController.alter_partition): ~10-20 ms at 2M partitions.
 ALTER_PARTITION_TURN = 500
+SLOW_REQUEST_S = 0.1  # a request answered this late is logged with where its time went (slow_request)
 LARGE_WRITE_RECORDS = 10_000  # one event writing this many records is logged (which event, how many)
 T = TypeVar("T")
 
@@ -623,7 +624,8 @@ class QuorumController:
     async def _submit(self, name: str, run: Callable[[], Any], timeout_ms: int | None, bulk: bool = False) -> Any:
         started = time.monotonic()
         deadline = started + timeout_ms / 1000 if timeout_ms and timeout_ms > 0 else None
-        future = self.queue.append(Event(name, run, deadline), bulk)
+        event = Event(name, run, deadline)
+        future = self.queue.append(event, bulk)
         error = "NONE"
         try:
             if deadline is None:
@@ -652,6 +654,8 @@ class QuorumController:
             raise
         finally:
             took = time.monotonic() - started
+            if took >= SLOW_REQUEST_S:
+                self._log_slow(name, error, event, started, took)
             m = self.metrics
             m.requests[name] = m.requests.get(name, 0) + 1
             m.request_seconds[name] = m.request_seconds.get(name, 0.0) + took
@@ -659,6 +663,22 @@ class QuorumController:
             if histogram is None:
                 histogram = m.request_time[name, error] = Histogram()
             histogram.observe(took)
+
+    def _log_slow(self, name: str, error: str, event: Event, started: float, took: float) -> None:
+        """Where a slow request's time went (Kafka's request log splits it the same way: queue, local, remote):
+        waiting in the event queue, running its event, then waiting for its records' commit (and, bulk requests,
+        for their later turns)."""
+        ran, done = event.started, event.finished
+        log.warning(
+            "slow_request",
+            node_id=self.node_id,
+            api=name,
+            error=error,
+            ms=round(took * 1000, 1),
+            queue_ms=round(((ran if ran is not None else started + took) - started) * 1000, 1),
+            run_ms=round((done - ran) * 1000, 1) if ran is not None and done is not None else None,
+            commit_ms=round((started + took - done) * 1000, 1) if done is not None else None,
+        )
 
     # -- the API ---------------------------------------------------------------------------------------------
 

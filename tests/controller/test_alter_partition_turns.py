@@ -1,17 +1,20 @@
 """A large AlterPartition is applied a turn at a time (QuorumController.alter_partition): the same answers as one
 event, in request order; requests that arrive meanwhile run between the turns; a partition named twice is refused
-across turns; a turn refused as a whole refuses the request."""
+across turns; a turn refused as a whole refuses the request. And a slow request says where its time went."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import replace
 
 import pytest
+import structlog
 from ctl_helpers import SharedLog, active_cluster, register
 from test_controller import THREE, manual, partitions_of
 
 from controller import quorum_controller
+from controller.event_queue import Event
 from controller.quorum_controller import QuorumController, split_turns
 from controller.records import PartitionChangeRecord, TopicRecord
 from controller.replication_control import NewTopic
@@ -108,3 +111,24 @@ async def test_a_broker_epoch_gone_stale_between_turns_refuses_the_request(log: 
     isr = {i: p.isr for i, p in (await partitions_of(ctl, "t")).items()}
     assert [isr[i] for i in range(TURN)] == [(1, 2)] * TURN  # the first turn was applied; the later ones were not
     assert isr[TURN] == (1, 2, 3)
+
+
+async def test_a_slow_request_is_logged_with_where_its_time_went(log: SharedLog, monkeypatch) -> None:
+    ctl, _ = await cluster(log)
+    monkeypatch.setattr(quorum_controller, "SLOW_REQUEST_S", 0.05)
+    log.auto_commit = False
+    with structlog.testing.capture_logs() as logs:
+        create = asyncio.create_task(ctl.create_topics([NewTopic("held", 1, 3)]))
+        await asyncio.sleep(0.1)  # run and appended; its commit is held
+        log.commit_all()
+        log.auto_commit = True
+        await create
+        # Now one held in the queue: an event ahead of it holds the loop.
+        ctl.queue.append(Event("slow", lambda: time.sleep(0.1)))
+        await ctl.create_topics([NewTopic("queued", 1, 3)])
+    slow = [e for e in logs if e["event"] == "slow_request"]
+    assert [e["api"] for e in slow] == ["createTopics", "createTopics"], slow
+    held, queued = slow
+    assert held["commit_ms"] >= 90 and held["queue_ms"] < 50 and held["error"] == "NONE"
+    assert queued["queue_ms"] >= 90 and queued["commit_ms"] < 50
+    assert held["ms"] == pytest.approx(held["queue_ms"] + held["run_ms"] + held["commit_ms"], abs=0.5)
