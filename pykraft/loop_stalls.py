@@ -12,7 +12,8 @@ client's commits waited up to 250 ms at a time with nothing in any node's log to
 - ``gc_ms``: the time the garbage collector stood still meanwhile.
 
 Prometheus: ``pykraft_loop_stalls``, ``pykraft_loop_stall_seconds`` (both counters) and
-``pykraft_loop_stall_max_seconds``. The timer costs ~50 callbacks a second.
+``pykraft_loop_stall_max_seconds``. The timer runs 20 times a second: ~2 ms of CPU a second in an
+otherwise idle process here (every 20 ms, as first written, cost twice that).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pykraft import gc_pauses
 
 log = structlog.get_logger("pykraft.loop")
 
-INTERVAL_S = 0.02
+INTERVAL_S = 0.05
 STALL_S = 0.05
 
 
