@@ -21,6 +21,7 @@ from controller.partition_change import (
     PartitionRegistration,
     merge,
 )
+from controller.partition_scan import SCAN_PARTITIONS_PER_RUN, PartitionScan
 from controller.records import PartitionChangeRecord
 from controller.requests import (
     AlterPartitionData,
@@ -44,6 +45,8 @@ class LeaderElections:
     def __init__(self, replication: ReplicationControl) -> None:
         self.replication = replication
         self.cluster = replication.cluster
+        self._balance_scan = PartitionScan()
+        self._unclean_scan = PartitionScan()
 
     def _election_for(self, topic_id: Uuid) -> Election:
         """ONLINE, or UNCLEAN where the topic (or the broker default) enables unclean.leader.election.enable."""
@@ -179,31 +182,44 @@ class LeaderElections:
 
     # -- periodic work ---------------------------------------------------------------------------------------
 
-    def balance_leaders(self, limit: int = MAX_ELECTIONS_PER_IMBALANCE) -> ControllerResult[bool]:
-        """Preferred elections for partitions not led by their first replica, at most ``limit`` records; the
-        response says whether the cap was hit (run again soon). KRaft ignores
-        leader.imbalance.per.broker.percentage: any imbalanced partition is a candidate."""
-        records: list[ApiMessage] = []
-        for (topic_id, index), p in self.replication.partitions.items():
-            if len(records) >= limit:
-                break
-            if p.leader != p.replicas[0]:
-                record = PartitionChange(p, topic_id, index, self.cluster.active, Election.PREFERRED).build()
-                if record is not None:
-                    records.append(record)
-        return ControllerResult(records, len(records) >= limit, atomic=False)
+    def balance_leaders(
+        self, limit: int = MAX_ELECTIONS_PER_IMBALANCE, budget: int = SCAN_PARTITIONS_PER_RUN
+    ) -> ControllerResult[bool]:
+        """Preferred elections for partitions not led by their first replica, at most ``limit`` records, over the
+        next ``budget`` partitions of a pass (controller/partition_scan.py); the response says whether to run
+        again soon (the pass goes on, or the cap was hit). KRaft ignores leader.imbalance.per.broker.percentage:
+        any imbalanced partition is a candidate."""
+        return self._elect_in_scan(self._balance_scan, Election.PREFERRED, limit, budget)
 
-    def elect_unclean_leaders(self, limit: int = MAX_ELECTIONS_PER_IMBALANCE) -> ControllerResult[bool]:
-        """Unclean elections for leaderless partitions whose topic enables them (Kafka's maybeElectUncleanLeaders)."""
+    def elect_unclean_leaders(
+        self, limit: int = MAX_ELECTIONS_PER_IMBALANCE, budget: int = SCAN_PARTITIONS_PER_RUN
+    ) -> ControllerResult[bool]:
+        """Unclean elections for leaderless partitions whose topic enables them (Kafka's maybeElectUncleanLeaders),
+        as :meth:`balance_leaders` runs."""
+        return self._elect_in_scan(self._unclean_scan, Election.UNCLEAN, limit, budget)
+
+    def _elect_in_scan(
+        self, scan: PartitionScan, election: Election, limit: int, budget: int
+    ) -> ControllerResult[bool]:
         records: list[ApiMessage] = []
-        for (topic_id, index), p in self.replication.partitions.items():
+        active = self.cluster.active
+
+        def visit(key: tuple[Uuid, int], p: PartitionRegistration) -> bool:
+            if election is Election.PREFERRED:
+                wanted = p.leader != p.replicas[0]
+            else:
+                wanted = p.leader == NO_LEADER and self._election_for(key[0]) is Election.UNCLEAN
+            if not wanted:
+                return True
             if len(records) >= limit:
-                break
-            if p.leader == NO_LEADER and self._election_for(topic_id) is Election.UNCLEAN:
-                record = PartitionChange(p, topic_id, index, self.cluster.active, Election.UNCLEAN).build()
-                if record is not None:
-                    records.append(record)
-        return ControllerResult(records, len(records) >= limit, atomic=False)
+                return False  # the cap: this one is the next run's first
+            record = PartitionChange(p, key[0], key[1], active, election).build()
+            if record is not None:
+                records.append(record)
+            return True
+
+        ended = scan.run(self.replication, visit, budget)
+        return ControllerResult(records, not ended, atomic=False)
 
     def imbalanced(self) -> bool:
         return any(p.leader != p.replicas[0] for p in self.replication.partitions.values())

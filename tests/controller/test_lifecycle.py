@@ -196,6 +196,34 @@ async def test_automatic_balancing_restores_preferred_leaders_in_capped_runs(log
     assert not ctl.replication.elections.imbalanced()
 
 
+async def test_balancing_scans_a_budget_of_partitions_per_run_and_resumes_where_it_stopped(log: SharedLog) -> None:
+    """controller/partition_scan.py: a pass goes topic by topic over runs; the election cap stops a run at the
+    partition the next run starts with; a run that ends the pass says so (no run again soon)."""
+    ctl, _, epochs = await active_cluster(log, THREE, topics=[manual("a", (1, 2)), manual("b", (2, 1)),
+                                                              manual("c", (1, 2))])  # fmt: skip
+    await fence(ctl, 1, epochs[1])
+    await unfence(ctl, 1, epochs[1])
+    for name in ("a", "b", "c"):
+        p = (await partitions_of(ctl, name))[0]
+        if 1 not in p.isr:
+            reply = await ctl.alter_partition(
+                p.leader, epochs[p.leader], [isr_change(ctl, name, 0, p, (*p.isr, 1), epochs)]
+            )
+            assert reply.partitions[0].error.code == Errors.NONE
+    ids = {name: ctl.replication.topics_by_name[name] for name in ("a", "b", "c")}
+    elections = ctl.replication.elections
+
+    def elected(result) -> list[str]:
+        return [next(n for n, i in ids.items() if i == r.topic_id) for r in result.records]
+
+    runs = [elections.balance_leaders(budget=1) for _ in range(3)]  # one topic of one partition per run
+    assert [(elected(r), r.response) for r in runs] == [(["a"], True), ([], True), (["c"], False)]
+    capped = elections.balance_leaders(limit=1)  # a new pass: nothing was written, so a and c still need it
+    assert (elected(capped), capped.response) == (["a"], True)
+    rest = elections.balance_leaders(limit=1)
+    assert (elected(rest), rest.response) == (["c"], False)  # resumed at c, where the cap stopped the run
+
+
 # -- AlterPartition ----------------------------------------------------------------------------------------------
 
 
