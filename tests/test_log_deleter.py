@@ -22,6 +22,13 @@ def on_disk(log: MetadataLog) -> list[str]:
     return sorted(p.name for p in log.dir.iterdir() if p.suffix in (".log", ".checkpoint"))
 
 
+def log_with_a_snapshot(data_dir: Path) -> tuple[MetadataLog, SnapshotId]:
+    """60 batches in 2 KiB segments and a snapshot at offset 35: retention can delete the segments below it."""
+    log = MetadataLog.open(data_dir, CONFIG)
+    fill(log, 60)
+    return log, snapshot(log, 35, log.end_offset_for_epoch(4)[0])
+
+
 def held_deleter(log: MetadataLog) -> threading.Event:
     """Start the log's background deleter, held by a first job until the returned event is set."""
     gate = threading.Event()
@@ -57,9 +64,7 @@ def test_retention_moves_the_log_start_at_once_and_the_files_go_later(tmp_path: 
 
 
 def test_a_failed_deletion_stops_the_later_ones_and_the_next_clean_raises_it(tmp_path: Path) -> None:
-    log = MetadataLog.open(tmp_path, CONFIG)
-    fill(log, 60)
-    snapshot(log, 35, log.end_offset_for_epoch(4)[0])
+    log, _ = log_with_a_snapshot(tmp_path)
     gate = held_deleter(log)
 
     def broken() -> None:
@@ -77,9 +82,7 @@ def test_a_failed_deletion_stops_the_later_ones_and_the_next_clean_raises_it(tmp
 
 
 def test_an_install_waits_for_pending_deletions_before_it_replaces_the_log(tmp_path: Path) -> None:
-    log = MetadataLog.open(tmp_path, CONFIG)
-    fill(log, 60)
-    snapshot(log, 35, log.end_offset_for_epoch(4)[0])
+    log, _ = log_with_a_snapshot(tmp_path)
     gate = held_deleter(log)
     log.clean()
     doomed = [n for n in on_disk(log) if n.endswith(".log") and int(n[:20]) < log.start_offset]
@@ -99,9 +102,7 @@ def test_an_install_waits_for_pending_deletions_before_it_replaces_the_log(tmp_p
 def test_a_crash_before_the_deletions_ran_opens_with_the_longer_log_and_retention_deletes_it_again(
     tmp_path: Path,
 ) -> None:
-    log = MetadataLog.open(tmp_path / "live", CONFIG)
-    fill(log, 60)
-    newest = snapshot(log, 35, log.end_offset_for_epoch(4)[0])
+    log, newest = log_with_a_snapshot(tmp_path / "live")
     gate = held_deleter(log)
     log.clean()
     moved_to = log.start_offset

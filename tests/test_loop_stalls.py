@@ -4,7 +4,9 @@ not run as idle, short delays are not logged, and the counts reach Prometheus.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 import structlog
@@ -19,19 +21,26 @@ async def settle(stalls: LoopStalls) -> None:
     await asyncio.sleep(stalls.interval_s * 3)
 
 
-@pytest.mark.asyncio
-async def test_a_busy_callback_is_logged_with_its_cpu() -> None:
-    stalls = LoopStalls(interval_s=0.01, stall_s=0.05, gc_seconds=lambda: 0.0)
+@contextlib.asynccontextmanager
+async def watching(gc_seconds: Callable[[], float] = lambda: 0.0) -> AsyncIterator[LoopStalls]:
+    """A monitor (10 ms ticks, 50 ms stalls) on the running loop, settled before the body and stopped after it."""
+    stalls = LoopStalls(interval_s=0.01, stall_s=0.05, gc_seconds=gc_seconds)
     stalls.start(asyncio.get_running_loop())
     try:
         await settle(stalls)
+        yield stalls
+    finally:
+        stalls.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_busy_callback_is_logged_with_its_cpu() -> None:
+    async with watching() as stalls:
         with structlog.testing.capture_logs() as logs:
             end = time.thread_time() + 0.15
             while time.thread_time() < end:  # holds the loop for 150 ms of CPU
                 pass
             await settle(stalls)
-    finally:
-        stalls.stop()
     events = [e for e in logs if e["event"] == "loop_stalled"]
     assert len(events) == 1 and stalls.count == 1
     assert 140 <= events[0]["late_ms"] <= 10_000
@@ -41,15 +50,10 @@ async def test_a_busy_callback_is_logged_with_its_cpu() -> None:
 
 @pytest.mark.asyncio
 async def test_a_thread_that_did_not_run_is_logged_with_little_cpu() -> None:
-    stalls = LoopStalls(interval_s=0.01, stall_s=0.05, gc_seconds=lambda: 0.0)
-    stalls.start(asyncio.get_running_loop())
-    try:
-        await settle(stalls)
+    async with watching() as stalls:
         with structlog.testing.capture_logs() as logs:
             time.sleep(0.15)  # a blocking call on the loop: the thread waits, uses no CPU
             await settle(stalls)
-    finally:
-        stalls.stop()
     events = [e for e in logs if e["event"] == "loop_stalled"]
     assert len(events) == 1
     assert events[0]["late_ms"] >= 130 and events[0]["cpu_ms"] < 50
@@ -58,10 +62,7 @@ async def test_a_thread_that_did_not_run_is_logged_with_little_cpu() -> None:
 @pytest.mark.asyncio
 async def test_short_delays_are_not_stalls_and_the_collector_time_is_named() -> None:
     gc_s = [0.0]
-    stalls = LoopStalls(interval_s=0.01, stall_s=0.05, gc_seconds=lambda: gc_s[0])
-    stalls.start(asyncio.get_running_loop())
-    try:
-        await settle(stalls)
+    async with watching(lambda: gc_s[0]) as stalls:
         with structlog.testing.capture_logs() as logs:
             time.sleep(0.01)
             await settle(stalls)
@@ -69,22 +70,15 @@ async def test_short_delays_are_not_stalls_and_the_collector_time_is_named() -> 
             gc_s[0] += 0.07  # a collection's pause, as the gc hook counts it
             time.sleep(0.08)
             await settle(stalls)
-    finally:
-        stalls.stop()
     events = [e for e in logs if e["event"] == "loop_stalled"]
     assert len(events) == 1 and events[0]["gc_ms"] == 70.0
 
 
 @pytest.mark.asyncio
 async def test_counts_reach_prometheus() -> None:
-    stalls = LoopStalls(interval_s=0.01, stall_s=0.05, gc_seconds=lambda: 0.0)
-    stalls.start(asyncio.get_running_loop())
-    try:
-        await settle(stalls)
+    async with watching() as stalls:
         time.sleep(0.1)
         await settle(stalls)
-    finally:
-        stalls.stop()
     registry = CollectorRegistry()
     registry.register(LoopStallCollector(stalls))
     assert registry.get_sample_value("pykraft_loop_stalls_total") == 1

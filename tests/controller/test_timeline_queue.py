@@ -255,6 +255,17 @@ async def test_the_bulk_lane_takes_turns_with_the_other_events(queue: EventQueue
     assert ran.index("due") <= 1
 
 
+async def closed_failing(q: EventQueue, pending: list[asyncio.Future[object]]) -> KafkaError:
+    """Close ``q``; every one of ``pending`` fails with the reason given. Returns that reason."""
+    reason = KafkaError("shutting down", Errors.NOT_CONTROLLER)
+    await q.close(reason)
+    for f in pending:
+        with pytest.raises(KafkaError) as e:
+            await f
+        assert e.value is reason
+    return reason
+
+
 async def test_bulk_events_count_toward_the_bound_and_close_fails_them() -> None:
     q = EventQueue("bulk", max_size=2)
     held = [q.append(Event("b", lambda: None), bulk=True), q.append(Event("o", lambda: None))]
@@ -262,12 +273,7 @@ async def test_bulk_events_count_toward_the_bound_and_close_fails_them() -> None
     with pytest.raises(KafkaError) as e:
         await refused
     assert e.value.code == Errors.REQUEST_TIMED_OUT
-    reason = KafkaError("shutting down", Errors.NOT_CONTROLLER)
-    await q.close(reason)
-    for f in held:
-        with pytest.raises(KafkaError) as e:
-            await f
-        assert e.value is reason
+    await closed_failing(q, held)
 
 
 async def test_deferred_events_run_at_their_time_in_time_order(queue: EventQueue) -> None:
@@ -356,12 +362,7 @@ async def test_close_fails_pending_events_and_refuses_new_ones() -> None:
     pending = [q.append(Event(f"e{i}", lambda i=i: ran.append(f"e{i}"))) for i in range(3)]  # never started
     deferred = Event("deferred", lambda: ran.append("deferred"))
     q.schedule("d", time.monotonic() + 0.01, deferred)
-    reason = KafkaError("shutting down", Errors.NOT_CONTROLLER)
-    await q.close(reason)
-    for f in pending:
-        with pytest.raises(KafkaError) as e:
-            await f
-        assert e.value is reason
+    reason = await closed_failing(q, pending)
     assert deferred.future.cancelled()
     late = q.append(Event("late", lambda: ran.append("late")))
     with pytest.raises(KafkaError) as e:
