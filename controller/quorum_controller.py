@@ -793,9 +793,9 @@ class QuorumController:
         next when it runs, and other requests take turns with them, so that brokers' requests of thousands of
         changes never hold every other request (a 5,000-partition request took 100-200 ms of the loop at 2M
         partitions). Kafka applies a request in one event; its changes are independent of one another
-        (non-atomic per partition) either way. A turn refused as
-        a whole (the broker's epoch went stale in between) answers the request with that refusal; the broker then
-        sends its changes again, and those already applied are answered by their new partition epoch."""
+        (non-atomic per partition) either way. A turn refused as a whole (the broker's epoch went stale in
+        between) answers the request with that refusal; the broker then sends its changes again, and those
+        already applied are answered by their new partition epoch."""
         turns = split_turns(topics, ALTER_PARTITION_TURN)
         elections, seen = self.replication.elections, set[tuple[Uuid, int]]()
         deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms and timeout_ms > 0 else None
