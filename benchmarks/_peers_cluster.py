@@ -21,7 +21,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _stats import error_name, exception_name  # noqa: E402
+from _stats import error_name, exception_name, metrics_text, parse_stage_metrics  # noqa: E402
 
 VALUE = b"v" * 100
 APPEND = "/pykraft.quorum.v1.QuorumAdmin/AppendRecords"
@@ -194,12 +194,12 @@ class Pykraft(System):
     def commit_stages(self) -> dict[int, dict[str, float]]:
         """Each node's summed commit stage times and sample counts (quorum/raft/hops.py), from its /metrics:
         ``{node: {"leader/written": seconds, ..., "leader/samples": n, "follower/flushed": ..., ...}}``."""
-        import urllib.request
-
         out: dict[int, dict[str, float]] = {}
         for i, port in self.metrics_ports.items():
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-                out[i] = parse_stage_metrics(r.read().decode())
+            text = metrics_text(port, timeout=5)
+            if text is None:
+                raise OSError(f"node {i}'s metrics on port {port} did not answer")
+            out[i] = parse_stage_metrics(text)
         return out
 
     async def open(self) -> None:
@@ -341,20 +341,6 @@ class BatchingFront(System):
 
 
 # -- the child processes --------------------------------------------------------------------------------------------
-
-
-def parse_stage_metrics(text: str) -> dict[str, float]:
-    """``side/stage`` -> summed seconds and ``side/samples`` -> count, from a node's Prometheus text."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line.startswith("pykraft_raft_commit_stage_") or "{" not in line:
-            continue
-        name, _, value = line.rpartition(" ")
-        labels = dict(kv.split("=", 1) for kv in name[name.index("{") + 1 : name.rindex("}")].split(","))
-        side = labels["side"].strip('"')
-        key = "samples" if name.startswith("pykraft_raft_commit_stage_samples") else labels["stage"].strip('"')
-        out[f"{side}/{key}"] = float(value)
-    return out
 
 
 def pykraft_node_main(args: argparse.Namespace) -> int:

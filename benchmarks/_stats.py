@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import compileall
 import json
+import re
 import time
+import urllib.request
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -195,4 +198,40 @@ def log_events(path: Path, event: str, since: int = 0) -> list[dict[str, Any]]:
                     out.append(item)
     except OSError:
         pass
+    return out
+
+
+# -- Prometheus text, as the nodes serve it --------------------------------------------------------------------
+
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def metrics_text(port: int, timeout: float = 2.0) -> str | None:
+    """A node's /metrics on loopback, or None while it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout) as r:
+            return r.read().decode()
+    except OSError:
+        return None
+
+
+def prometheus_samples(text: str) -> Iterator[tuple[str, dict[str, str], float]]:
+    """Each sample of a Prometheus text exposition: ``(name, labels, value)``."""
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        name_labels, _, value = line.rpartition(" ")
+        name, _, labels = name_labels.partition("{")
+        yield name, dict(_LABEL.findall(labels)), float(value)
+
+
+def parse_stage_metrics(text: str) -> dict[str, float]:
+    """``side/stage`` -> summed seconds and ``side/samples`` -> count (quorum/raft/hops.py), from a node's
+    Prometheus text."""
+    out: dict[str, float] = {}
+    for name, labels, value in prometheus_samples(text):
+        if name == "pykraft_raft_commit_stage_seconds_total":
+            out[f"{labels['side']}/{labels['stage']}"] = value
+        elif name == "pykraft_raft_commit_stage_samples_total":
+            out[f"{labels['side']}/samples"] = value
     return out

@@ -61,7 +61,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -81,6 +80,9 @@ from _stats import (  # noqa: E402
     errors_text,
     log_events,
     median,
+    metrics_text,
+    parse_stage_metrics,
+    prometheus_samples,
     ratio,
     rss_bytes,
 )
@@ -137,22 +139,16 @@ END_CATCH_UP_S = 15.0  # how long every node may take, at the end, to hold and a
 def scrape(port: int, timeout: float = 2.0) -> dict[str, float] | None:
     """A node's Prometheus metrics as ``{name: value}`` (the first sample of each; ``role`` from the state gauge),
     or None while it does not answer."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout) as r:
-            text = r.read().decode()
-    except OSError:
+    text = metrics_text(port, timeout)
+    if text is None:
         return None
     out: dict[str, Any] = {}
-    for line in text.splitlines():
-        if not line or line[0] == "#":
-            continue
-        name_labels, _, value = line.rpartition(" ")
-        name = name_labels.split("{", 1)[0]
+    for name, labels, value in prometheus_samples(text):
         if name == "kafka_raft_current_state":
-            if float(value) == 1.0:
-                out["role"] = name_labels.rsplit('state="', 1)[1].split('"', 1)[0]
+            if value == 1.0:
+                out["role"] = labels["state"]
             continue
-        out.setdefault(name, float(value))
+        out.setdefault(name, value)
     return out
 
 
@@ -354,33 +350,18 @@ def commit_path(port: int) -> dict[str, float] | None:
     ``follower/<stage>`` summed seconds with their ``.../samples`` (quorum/raft/hops.py) and their histograms
     as ``<side>/<stage><=<le>``, the event queue's wait as ``queue_wait<=<le>`` and CreateTopics' time in the
     controller (queued to answered) as ``create<=<le>``: cumulative counts. None while it does not answer."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2.0) as r:
-            text = r.read().decode()
-    except OSError:
+    text = metrics_text(port)
+    if text is None:
         return None
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith(
-            ("pykraft_raft_commit_stage_", "kafka_controller_event_queue_wait_", "kafka_controller_request_time")
-        ):
-            name_labels, _, value = line.rpartition(" ")
-            labels = dict(kv.split("=", 1) for kv in name_labels.partition("{")[2].rstrip("}").split(",") if kv)
-            labels = {k: v.strip('"') for k, v in labels.items()}
-            if name_labels.startswith("pykraft_raft_commit_stage_seconds_total"):
-                out[f"{labels['side']}/{labels['stage']}"] = float(value)
-            elif name_labels.startswith("pykraft_raft_commit_stage_samples_total"):
-                out[f"{labels['side']}/samples"] = float(value)
-            elif name_labels.startswith("pykraft_raft_commit_stage_duration_seconds_bucket"):
-                out[f"{labels['side']}/{labels['stage']}<={labels['le']}"] = float(value)
-            elif name_labels.startswith("kafka_controller_event_queue_wait_seconds_bucket"):
-                out[f"queue_wait<={labels['le']}"] = float(value)
-            elif (
-                name_labels.startswith("kafka_controller_request_time_seconds_bucket")
-                and labels.get("api") == "createTopics"
-            ):
-                key = f"create<={labels['le']}"
-                out[key] = out.get(key, 0.0) + float(value)  # every outcome
+    out = parse_stage_metrics(text)
+    for name, labels, value in prometheus_samples(text):
+        if name == "pykraft_raft_commit_stage_duration_seconds_bucket":
+            out[f"{labels['side']}/{labels['stage']}<={labels['le']}"] = value
+        elif name == "kafka_controller_event_queue_wait_seconds_bucket":
+            out[f"queue_wait<={labels['le']}"] = value
+        elif name == "kafka_controller_request_time_seconds_bucket" and labels.get("api") == "createTopics":
+            key = f"create<={labels['le']}"
+            out[key] = out.get(key, 0.0) + value  # every outcome
     return out
 
 

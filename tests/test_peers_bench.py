@@ -166,6 +166,21 @@ def test_stage_metrics_are_parsed_and_turned_into_hops() -> None:
     assert peers.commit_hops({}, 2.5) == {}
 
 
+def test_stage_sums_are_not_taken_from_the_stage_histograms() -> None:
+    """The duration histogram's samples carry the same side and stage labels as the sums: only the sums count."""
+    text = "\n".join(
+        [
+            'pykraft_raft_commit_stage_seconds_total{node_id="1",side="leader",stage="committed"} 1.3',
+            'pykraft_raft_commit_stage_duration_seconds_bucket{node_id="1",side="leader",stage="committed",'
+            'le="0.005"} 9.0',
+            'pykraft_raft_commit_stage_duration_seconds_count{node_id="1",side="leader",stage="committed"} 10.0',
+            'pykraft_raft_commit_stage_duration_seconds_sum{node_id="1",side="leader",stage="committed"} 0.2',
+            'pykraft_raft_commit_stage_samples_total{node_id="1",side="leader"} 10.0',
+        ]
+    )
+    assert cluster.parse_stage_metrics(text) == {"leader/committed": 1.3, "leader/samples": 10.0}
+
+
 def test_a_front_joins_requests_into_one_holding_every_record() -> None:
     """The batching front forwards its clients' AppendRecords requests as their bytes joined: protobuf concatenates
     a repeated field, so the leader receives one request holding every record, in order."""
