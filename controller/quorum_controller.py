@@ -623,7 +623,7 @@ class QuorumController:
 
     async def _submit(self, name: str, run: Callable[[], Any], timeout_ms: int | None, bulk: bool = False) -> Any:
         started = time.monotonic()
-        deadline = started + timeout_ms / 1000 if timeout_ms and timeout_ms > 0 else None
+        deadline = _deadline(started, timeout_ms)
         event = Event(name, run, deadline)
         future = self.queue.append(event, bulk)
         error = "NONE"
@@ -798,7 +798,7 @@ class QuorumController:
         already applied are answered by their new partition epoch."""
         turns = split_turns(topics, ALTER_PARTITION_TURN)
         elections, seen = self.replication.elections, set[tuple[Uuid, int]]()
-        deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms and timeout_ms > 0 else None
+        deadline = _deadline(time.monotonic(), timeout_ms)  # the later turns' (the first one's is _submit's)
 
         def write(i: int) -> Any:
             made: list[ControllerResult[AlterPartitionResponse]] = []
@@ -968,6 +968,11 @@ class QuorumController:
         return await self._submit(
             "describeClientQuotas", lambda: self._read(lambda: describe(components, strict)), timeout_ms
         )
+
+
+def _deadline(now: float, timeout_ms: int | None) -> float | None:
+    """When a request given ``timeout_ms`` (none if 0 or less) times out, in time.monotonic()."""
+    return now + timeout_ms / 1000 if timeout_ms and timeout_ms > 0 else None
 
 
 def split_turns(topics: list[AlterPartitionTopic], size: int) -> list[list[AlterPartitionTopic]]:
