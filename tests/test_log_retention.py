@@ -83,6 +83,42 @@ def test_clean_keeps_the_newest_snapshot_and_at_most_three(tmp_path: Path) -> No
     log.close()
 
 
+def test_clean_keeps_the_log_a_replica_still_catching_up_needs(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(segment_bytes=2048, retention_bytes=1, retention_ms=60_000))
+    fill(log, 60)
+    bases = [int(p.name[:20]) for p in log.segments]
+    w = SnapshotFileWriter(log.dir, SnapshotId(50, 5), 1_700_000_000_000)
+    w.append([b"s" * 1000] * 30)  # bigger than the log: with it, the two are always over the limit below
+    w.freeze()
+    log.snapshot_frozen(SnapshotId(50, 5))
+    holding = max(b for b in bases if b <= 22)  # the segment a replica fetching offset 22 reads next
+    log.config = LogConfig(segment_bytes=2048, retention_bytes=log.size_bytes, retention_ms=60_000)
+    log.clean(catch_up_from=22)
+    # Over the size limit (the snapshot counts), yet the log alone is within it: what offset 22 needs stays.
+    assert log.start_offset == holding
+    log.clean(catch_up_from=35)  # it went on fetching: what is below it goes
+    assert log.start_offset == max(b for b in bases if b <= 35)
+    # The log alone over the limit: its oldest segments go until it is within it, needed or not (the replica
+    # then fetches the snapshot).
+    limit = log.size_bytes - 1
+    log.config = LogConfig(segment_bytes=2048, retention_bytes=limit, retention_ms=60_000)
+    log.clean(catch_up_from=35)
+    assert log.start_offset == min(b for b in bases if b > 35) and log.size_bytes <= limit
+    log.close()
+
+
+def test_clean_by_age_ignores_replicas_catching_up(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(segment_bytes=2048, retention_bytes=-1, retention_ms=60_000))
+    fill(log, 60)
+    snapshot(log, 50, 5)
+    hour_ago = os.stat(log.segments[0]).st_mtime - 3600
+    for p in log.segments:
+        os.utime(p, (hour_ago, hour_ago))
+    log.clean(catch_up_from=0)
+    assert 0 < log.start_offset <= 50
+    log.close()
+
+
 def test_clean_by_age(tmp_path: Path) -> None:
     log = open_log(tmp_path, LogConfig(segment_bytes=2048, retention_bytes=-1, retention_ms=60_000))
     fill(log, 60)

@@ -447,12 +447,18 @@ class MetadataLog:
         )
         return start
 
-    def clean(self, now_ms: float | None = None) -> int:
+    def clean(self, now_ms: float | None = None, catch_up_from: int | None = None) -> int:
         """Retention (Kafka's ``maybeClean``): delete snapshots older than the newest, oldest first, while there
         are more than :data:`MAX_RETAINED_SNAPSHOTS`, the snapshots and the log together exceed
         ``retention_bytes``, or the oldest is older than ``retention_ms``; then delete segments wholly below the
         oldest snapshot kept while the same limits are exceeded. The newest snapshot is never deleted, nor a
-        segment it does not cover, nor the active segment. Returns the bytes freed."""
+        segment it does not cover, nor the active segment. Returns the bytes freed.
+
+        ``catch_up_from`` (a leader's: the lowest fetch offset of the replicas still fetching) keeps the segments
+        holding it and above from the size limit as long as the log alone stays within ``retention_bytes``, as
+        etcd keeps entries behind its snapshot for slow followers: a replica a little behind goes on reading the
+        log instead of fetching and loading the whole snapshot (at millions of partitions, every observer behind
+        the newest snapshot when it was taken did so). The age limit still applies."""
         self.deleter.check()
         now = time.time() * 1000 if now_ms is None else now_ms
         cfg, snaps = self.config, self.snapshots
@@ -460,6 +466,9 @@ class MetadataLog:
 
         def over_size() -> bool:
             return cfg.retention_bytes >= 0 and self.size_bytes + snaps.total_bytes() > cfg.retention_bytes
+
+        def kept_for_catch_up(segment_end: int) -> bool:
+            return catch_up_from is not None and segment_end > catch_up_from and self.size_bytes <= cfg.retention_bytes
 
         while len(snaps.ids) > 1:
             oldest = snaps.ids[0]
@@ -474,7 +483,7 @@ class MetadataLog:
         while len(self._segments) > 1 and self._segments[1].base_offset <= bound.end_offset:
             seg = self._segments[0]
             too_old = cfg.retention_ms >= 0 and now - seg.path.stat().st_mtime * 1000 > cfg.retention_ms
-            if not (too_old or over_size()):
+            if not (too_old or (over_size() and not kept_for_catch_up(self._segments[1].base_offset))):
                 break
             freed += seg.size
             with self._flush_lock:

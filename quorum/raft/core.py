@@ -62,6 +62,9 @@ from quorum.raft.storage import ElectionStore, RaftLog, SnapshotInstall
 log = structlog.get_logger("quorum.raft")
 
 OBSERVER_SESSION_TIMEOUT_MS = 300_000  # the leader forgets an observer it has not heard from for this long
+# A replica (voter or observer) heard from this recently is still catching up: retention keeps the log it needs
+# (within metadata.max.retention.bytes, see MetadataLog.clean). One not heard from since is down or gone.
+CATCH_UP_WINDOW_MS = 30_000
 
 # Test-only rule breakers: the simulation must catch each of them (proof that its invariants can fail).
 BUG_HW_BEFORE_FSYNC = "count-leader-before-fsync"
@@ -172,6 +175,23 @@ class RaftCore(SilentLeader, SnapshotFetching):
     @property
     def is_leader(self) -> bool:
         return isinstance(self.role, Leader)
+
+    def catch_up_offset(self, now_ms: int) -> int | None:
+        """On a leader, the lowest fetch offset still in the log of the replicas heard from within
+        :data:`CATCH_UP_WINDOW_MS`: what retention keeps for them (:meth:`MetadataLog.clean`). Replicas already
+        below the log start need a snapshot whatever is kept. None elsewhere, or when every replica is caught up."""
+        r = self.role
+        if not isinstance(r, Leader):
+            return None
+        start, end = self.log.start_offset, self.log.end_offset
+        needed = [
+            s.end_offset
+            for _, s in r.all_replicas()
+            if s.last_fetch_ms is not None
+            and now_ms - s.last_fetch_ms <= CATCH_UP_WINDOW_MS
+            and start <= s.end_offset < end
+        ]
+        return min(needed, default=None)
 
     def has_output(self) -> bool:
         """Messages to send or a flush to start."""

@@ -353,7 +353,8 @@ class RaftNode:
         if self._stopped:
             return
         with self._fail_stop("deleting old snapshots and segments"):
-            self.snapshot_stats.bytes_deleted += self.log.clean()
+            keep = self._core.catch_up_offset(self._now())
+            self.snapshot_stats.bytes_deleted += self.log.clean(catch_up_from=keep)
 
     def _clean_periodically(self) -> None:
         self.clean_log()

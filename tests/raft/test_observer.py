@@ -9,7 +9,7 @@ import random
 from collections.abc import Callable
 
 from quorum.errors import Errors
-from quorum.raft.core import OBSERVER_SESSION_TIMEOUT_MS, RaftCore
+from quorum.raft.core import CATCH_UP_WINDOW_MS, OBSERVER_SESSION_TIMEOUT_MS, RaftCore
 from quorum.raft.messages import (
     Envelope,
     FetchRequest,
@@ -291,6 +291,24 @@ def test_the_leader_forgets_an_observer_it_has_not_heard_from() -> None:
     assert leader.is_leader and BROKER in leader.role.observers  # still within its session
     net.run_until(lambda: BROKER not in leader.role.observers, max_ms=OBSERVER_SESSION_TIMEOUT_MS)  # type: ignore[union-attr]
     assert leader.is_leader and net.now - gone_at > OBSERVER_SESSION_TIMEOUT_MS
+
+
+def test_the_leader_names_what_a_replica_catching_up_still_needs() -> None:
+    """Retention keeps the log from the lowest fetch offset of the replicas heard from lately (MetadataLog.clean)."""
+    net = Net()
+    net.append(5)
+    net.run_until(lambda: net.caught_up(BROKER))
+    leader = net.leader()
+    assert leader is not None
+    assert leader.catch_up_offset(net.now) is None  # everyone holds the whole log
+    assert all(c.catch_up_offset(net.now) is None for c in net.cores.values() if c is not leader)  # leaders only
+    behind = net.cores[BROKER].log.end_offset
+    net.kill(BROKER)
+    net.append(5)
+    assert leader.catch_up_offset(net.now) == behind
+    silent_since = net.now
+    net.run_until(lambda: net.now > silent_since + CATCH_UP_WINDOW_MS, max_ms=2 * CATCH_UP_WINDOW_MS)
+    assert leader.is_leader and leader.catch_up_offset(net.now) is None  # not heard from: gone, nothing is kept
 
 
 def test_a_fetch_from_a_node_claiming_another_id_is_refused() -> None:
