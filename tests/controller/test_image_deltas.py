@@ -165,3 +165,38 @@ async def test_a_delta_lists_partitions_in_the_order_they_were_created() -> None
     news = await image.read()
     assert not news.full and len(news.removed) == 1
     assert [(name, key[1]) for key, name, _ in news.partitions] == [(n, i) for n in names for i in range(4)]
+
+
+async def test_a_large_delta_is_applied_in_slices_that_yield_to_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker that caught up on many records reads a delta of many partitions: applied at once it would hold the
+    loop (its Raft fetches, its followers' fetches) for seconds. It goes APPLY_SLICE partitions at a time, the
+    broker list with the first, removals last, and ends as a full read would."""
+    monkeypatch.setattr(image_metadata, "APPLY_SLICE", 3)
+    log = SharedLog()
+    standby, _ = await start_controller(log, 2)
+    ctl, _, epochs = await active_cluster(log, BROKERS, topics=[NewTopic("old", 2, 4)])
+    image = ImageMetadata(standby, ME)
+    m = ReplicaManager(ME, ReplicaConfig(), clock=lambda: 0, broker_epoch=lambda: epochs[ME])
+    await apply_image(image, m)
+    await ctl.create_topics([NewTopic("new", 10, 4)])  # every partition held here
+    await ctl.delete_topics([DeleteTopicState(name="old")])
+    await ctl.broker_heartbeat(HeartbeatRequest(102, epochs[102], -1, want_fence=True))
+    await settle()
+    steps: list[object] = []
+    apply_updates = m.apply_updates
+
+    def recording(changed, removed, brokers=None):  # type: ignore[no-untyped-def]
+        steps.append((len(list(changed)), len(list(removed)), brokers is not None))
+        return apply_updates(changed, removed, brokers)
+
+    async def sleep(_: float) -> None:
+        steps.append("yield")
+
+    monkeypatch.setattr(m, "apply_updates", recording)
+    monkeypatch.setattr(image_metadata, "asyncio", SimpleNamespace(sleep=sleep))
+    news, _ = await apply_image(image, m)
+    assert not news.full and len(news.partitions) == 10 and len(news.removed) == 2
+    sliced = [(3, 0, True), "yield", (3, 0, False), "yield", (3, 0, False), "yield", (1, 0, False), (0, 2, False)]
+    assert steps == sliced
+    monkeypatch.undo()
+    assert manager_state(m) == manager_state(await full_read(image))
