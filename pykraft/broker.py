@@ -499,14 +499,15 @@ async def _main(
         try:
             if args.metrics_port:
                 try:
-                    manager = agent.data_plane.manager
+                    plane = agent.data_plane
                     serve_broker_metrics(
-                        manager,
+                        plane.manager,
                         args.metrics_host,
                         args.metrics_port,
                         observer=observer,
                         replica_series_max=args.metrics_replica_series_max,
                         tls=metrics_tls,
+                        replicas_applied=(lambda: plane.applied_offset) if observer is not None else None,
                     )
                 except OSError as e:
                     where = f"{args.metrics_host}:{args.metrics_port}"

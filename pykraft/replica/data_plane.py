@@ -286,6 +286,9 @@ class DataPlane:
         self.manager.request_refresh = self._refresh.set
         self.metadata_polls = 0
         self.last_poll_ms = 0.0
+        # The image's last offset that the replica manager holds all of (-1: none yet; image-fed brokers only): the
+        # image is replayed first, its partitions applied here after it, a slice at a time.
+        self.applied_offset = -1
         self.config_polls = 0
         self._configs_failing = False
         self._server: grpc.aio.Server | None = None
@@ -384,7 +387,9 @@ class DataPlane:
         if not image.ready(self.broker_epoch()):
             return 0  # still catching up to its registration
         started = time.perf_counter()
+        offset = image.image.committed_offset  # the image as it is now: the read below takes all of it
         news, changed = await apply_image(image, self.manager)
+        self.applied_offset = offset
         if news.metadata:
             self.metadata_polls += 1
             self._sync_fetchers()
