@@ -10,7 +10,9 @@ Prints, measured in one run, each figure beside its target (PASS/FAIL):
   shrinks and expansions the brokers' leaders made meanwhile (and again at the end, from the creation on): churn
   after the creation loads every node through the phases that follow;
 - memory: each controller's and broker's RSS (/proc VmRSS) minus the same process's RSS with the cluster empty,
-  per partition the leader holds (target <= 400 B);
+  per partition the leader holds (target <= 400 B), once every broker's replica manager holds the partitions its
+  image holds (``pykraft_broker_replicas_applied_offset``; it applies them after the image, and how long after
+  the catch-up is printed);
 - a controller restarted at N partitions (after ``pykraft snapshot create`` on it, as an operator does before
   maintenance, then SIGTERM): exec to ready — its log end and applied offset (its metrics) at the leader's high
   watermark — with ``snapshot_loaded``'s records/s; then it is made the active controller (the leader stopped
@@ -117,6 +119,7 @@ IDLE_PARTITIONS = 10_000
 # were committed. At nice 10 the brokers' heartbeats used to miss broker.session.timeout.ms, their loops starved;
 # heartbeats now have a thread of their own (pykraft/loop_thread.py), so the brokers take the lower priority.
 BROKER_NICE = 10
+REPLICAS_APPLIED_TIMEOUT_S = 600  # the wait for the brokers' replica managers before memory is measured
 MEMORY_FLOOR = 3 * 2**30  # stop the run when the machine has less available than this (it is shared)
 NOT_CONTROLLER = int(Errors.NOT_CONTROLLER)
 TOPIC_ALREADY_EXISTS = int(Errors.TOPIC_ALREADY_EXISTS)
@@ -705,6 +708,35 @@ class Bench:
                 return time.perf_counter() - started
             await asyncio.sleep(0.5)
         raise TimeoutError(f"brokers' images not caught up with offset {hw} within {timeout} s: {behind}")
+
+    async def wait_replicas_applied(self, timeout: float, poll: float = 1.0) -> tuple[float | None, dict[str, str]]:
+        """Seconds until every broker's replica manager holds what its image held at the leader's high watermark
+        now (``pykraft_broker_replicas_applied_offset``: the image is replayed first, its partitions applied to
+        the replica manager after it, a slice at a time); None with who is behind after ``timeout``, or when a
+        broker does not export it. Each scrape walks the broker's replicas once: asked every ``poll`` s."""
+        started = time.perf_counter()
+        view = await self.leader_view()
+        if view is None or not self.brokers:
+            return None, {"leader": "none"} if view is None else {}
+        offset = view.high_watermark - 1
+        deadline = time.monotonic() + timeout
+        waiting = set(self.brokers)
+        behind: dict[str, str] = {}
+        while waiting and time.monotonic() < deadline:
+            for broker_id in sorted(waiting):
+                m = await asyncio.to_thread(scrape, self.brokers[broker_id].metrics_port)
+                applied = (m or {}).get("pykraft_broker_replicas_applied_offset")
+                if m is not None and applied is None:
+                    return None, {f"b{broker_id}": "exports no pykraft_broker_replicas_applied_offset"}
+                if applied is not None and applied >= offset:
+                    waiting.discard(broker_id)
+                    behind.pop(f"b{broker_id}", None)
+                else:
+                    behind[f"b{broker_id}"] = f"applied {applied} of {offset}" if m else "its metrics did not answer"
+                    break  # the next broker is asked once this one is done: one scrape at a time
+            if waiting:
+                await asyncio.sleep(poll)
+        return (None, behind) if waiting else (time.perf_counter() - started, {})
 
     async def wait_node_ready(self, name: str, progress: Any, started: float, timeout: float) -> float:
         """Seconds from ``started`` (perf_counter at exec) until ``progress()`` (log end, applied offset) reaches
@@ -1627,6 +1659,14 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
         print(f"    the leader holds {held:,} partitions; broker images hold the last request's topics: "
               f"{r['broker_images_hold_the_last_request']}")  # fmt: skip
         print("\n[3] memory: RSS minus the same process's RSS with the cluster empty", flush=True)
+        # The brokers' images caught up; their replica managers apply those partitions after them (at 2M, up to
+        # a minute later). Measured before they hold every replica, a broker's figure would leave some out.
+        applied_s, not_applied = await bench.wait_replicas_applied(REPLICAS_APPLIED_TIMEOUT_S)
+        report["replicas_applied_after_s"] = applied_s
+        if applied_s is not None:
+            print(f"    every broker's replica manager held its partitions {applied_s:.1f} s after the catch-up")
+        elif bench.brokers:
+            print(f"    NOT every broker's replica manager holds its partitions (measured anyway): {not_applied}")
         await asyncio.sleep(1.0)
         processes = {}
         for name, pid in bench.pids().items():
