@@ -85,6 +85,14 @@ class Net:
         leaders = [c for c in self.up() if c.is_leader and c.high_watermark > 0]
         return leaders[0] if len(leaders) == 1 else None
 
+    def settled(self, records: int = 5) -> RaftCore:
+        """Commit ``records``, wait until the observer holds them; the leader."""
+        self.append(records)
+        self.run_until(lambda: self.caught_up(BROKER))
+        leader = self.leader()
+        assert leader is not None
+        return leader
+
     def elect(self) -> RaftCore:
         self.run_until(lambda: self.leader() is not None)
         leader = self.leader()
@@ -139,10 +147,7 @@ def test_an_observer_fetches_again_before_its_flush_completes_and_a_voter_after(
     """As Kafka's: a voter's fetch offset is what it holds durably, so it fetches again once its flush is done; an
     observer counts for nothing and fetches again as soon as it has appended (its flush runs meanwhile)."""
     net = Net()
-    net.append(5)
-    net.run_until(lambda: net.caught_up(BROKER))
-    leader = net.leader()
-    assert leader is not None
+    leader = net.settled()
     voter = next(c for c in net.up() if c is not leader and not c.observer)
     observer = net.cores[BROKER]
     end = leader.log.end_offset + 1
@@ -173,10 +178,7 @@ def test_an_observer_fetches_again_before_its_flush_completes_and_a_voter_after(
 
 def test_an_observer_does_not_count_for_the_high_watermark_or_the_quorum_check() -> None:
     net = Net()
-    net.append(5)
-    net.run_until(lambda: net.caught_up(BROKER))
-    leader = net.leader()
-    assert leader is not None
+    leader = net.settled()
     others = [v for v in VOTERS if v != leader.id]
     for v in others:
         net.kill(v)
@@ -209,10 +211,7 @@ def test_an_observer_refuses_to_vote_and_never_stands() -> None:
 
 def test_an_observer_follows_the_next_leader_when_the_leader_dies() -> None:
     net = Net()
-    net.append(5)
-    net.run_until(lambda: net.caught_up(BROKER))
-    old = net.leader()
-    assert old is not None
+    old = net.settled()
     net.kill(old.id)
     net.append(5)  # the two left elect a leader and commit more
     new = net.leader()
@@ -225,10 +224,7 @@ def test_an_observer_finds_the_leader_soon_after_an_election() -> None:
     """While the voters elect, the voter it asks names no leader; it asks again after the retry backoff, not after
     an election timeout (Kafka's observers poll a random voter the same way)."""
     net = Net()
-    net.append(5)
-    net.run_until(lambda: net.caught_up(BROKER))
-    old = net.leader()
-    assert old is not None
+    old = net.settled()
     net.kill(old.id)
     net.run_until(lambda: net.leader() is not None)
     elected_at = net.now
@@ -267,10 +263,7 @@ def test_a_restarted_observer_rejoins_and_catches_up() -> None:
 
 def test_a_restarted_observer_whose_leader_died_finds_the_new_one() -> None:
     net = Net()
-    net.append(5)
-    net.run_until(lambda: net.caught_up(BROKER))
-    old = net.leader()
-    assert old is not None
+    old = net.settled()
     net.kill(BROKER)
     net.kill(old.id)
     net.append(5)
@@ -296,10 +289,7 @@ def test_the_leader_forgets_an_observer_it_has_not_heard_from() -> None:
 def test_the_leader_names_what_a_replica_catching_up_still_needs() -> None:
     """Retention keeps the log from the lowest fetch offset of the replicas heard from lately (MetadataLog.clean)."""
     net = Net()
-    net.append(5)
-    net.run_until(lambda: net.caught_up(BROKER))
-    leader = net.leader()
-    assert leader is not None
+    leader = net.settled()
     assert leader.catch_up_offset(net.now) is None  # everyone holds the whole log
     assert all(c.catch_up_offset(net.now) is None for c in net.cores.values() if c is not leader)  # leaders only
     behind = net.cores[BROKER].log.end_offset
