@@ -269,7 +269,14 @@ def test_a_late_broker_starts_from_the_leaders_snapshot(env: Env, late: Late) ->
         assert previous_end <= installed["old_end"] < end == installed["new_end"], installs
         previous_end = end
     (caught_up,) = wait_event(log_path, "metadata_caught_up", lambda e: True)
-    assert caught_up["log_start_offset"] == previous_end, caught_up
+    start = caught_up["log_start_offset"]
+    if caught_up["snapshots_generated"]:
+        # It may have written a snapshot of its own by then (this module's policy: 256 KiB of records after the
+        # install) and, keeping no history, deleted its log below it. Seen once in CI: it installed 15032-1 (the
+        # leader had no newer one yet), replayed the last 5,000 partitions, and its log started at 20033.
+        assert previous_end <= start <= end_offset(caught_up["latest_snapshot"]), caught_up
+    else:
+        assert start == previous_end, caught_up
     assert caught_up["snapshots_installed"] == len(installs), caught_up
 
 
