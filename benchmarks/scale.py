@@ -1659,12 +1659,12 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
         print(f"    the leader holds {held:,} partitions; broker images hold the last request's topics: "
               f"{r['broker_images_hold_the_last_request']}")  # fmt: skip
         print("\n[3] memory: RSS minus the same process's RSS with the cluster empty", flush=True)
-        # The brokers' images caught up; their replica managers apply those partitions after them (at 2M, up to
-        # a minute later). Measured before they hold every replica, a broker's figure would leave some out.
+        # The brokers' images caught up; their replica managers apply those partitions after them (29-44 s later
+        # at 2M). Measured before they hold every replica, a broker's figure would leave some out.
         applied_s, not_applied = await bench.wait_replicas_applied(REPLICAS_APPLIED_TIMEOUT_S)
         report["replicas_applied_after_s"] = applied_s
         if applied_s is not None:
-            print(f"    every broker's replica manager held its partitions {applied_s:.1f} s after the catch-up")
+            print(f"    every broker's replica manager held its partitions {applied_s:.1f} s after the images did")
         elif bench.brokers:
             print(f"    NOT every broker's replica manager holds its partitions (measured anyway): {not_applied}")
         await asyncio.sleep(1.0)
