@@ -22,7 +22,7 @@ from ctl_helpers import SharedLog, active_cluster, quiet_settings, settle, start
 
 from controller.replication_control import NewTopic
 from pykraft.broker_metrics import broker_registry
-from pykraft.replica import data_plane
+from pykraft.replica import data_plane, image_metadata
 from pykraft.replica.data_plane import DataPlane
 from pykraft.replica.partition import ReplicaConfig
 from quorum.fault import LoggingFaultHandler
@@ -72,7 +72,9 @@ async def test_a_costly_image_read_does_not_delay_the_next_one(monkeypatch: pyte
         await asyncio.gather(poller, return_exceptions=True)
 
 
-async def test_the_replicas_applied_offset_follows_the_image_once_its_partitions_are_held() -> None:
+async def test_the_replicas_applied_offset_follows_the_image_once_its_partitions_are_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """``pykraft_broker_replicas_applied_offset``: the image's offset whose partitions the replica manager holds
     (the image replays first; a delta is applied after it, a slice at a time)."""
     p, ctl, standby = await _image_fed_plane()
@@ -83,7 +85,15 @@ async def test_the_replicas_applied_offset_follows_the_image_once_its_partitions
     await settle()
     before = p.applied_offset
     assert standby.committed_offset > before  # the image holds the topic; the replica manager not yet
+    seen_between_slices = []
+
+    async def sleep(_: float) -> None:
+        seen_between_slices.append(p.applied_offset)
+
+    monkeypatch.setattr(image_metadata, "APPLY_SLICE", 1)
+    monkeypatch.setattr(image_metadata, "asyncio", SimpleNamespace(sleep=sleep))
     await p.poll_metadata_once()
+    assert seen_between_slices == [before, before]  # three partitions, three slices: still the old offset between
     assert p.applied_offset == standby.committed_offset and "second" in _topics(p)
     text = generate_latest(broker_registry(p.manager, replicas_applied=lambda: p.applied_offset)).decode()
     assert f'pykraft_broker_replicas_applied_offset{{broker_id="{ME}"}} {float(p.applied_offset)}' in text
