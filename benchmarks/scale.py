@@ -699,15 +699,19 @@ class Bench:
         # half second, as each scrape walks the broker's replicas once.
         while hw is not None and time.monotonic() < deadline:
             behind = {}
-            for broker_id, b in self.brokers.items():
-                m = await asyncio.to_thread(scrape, b.metrics_port)
-                applied = (m or {}).get("kafka_server_metadata_last_applied_offset")
+            for broker_id in self.brokers:
+                m, applied = await self.broker_gauge(broker_id, "kafka_server_metadata_last_applied_offset")
                 if applied is None or applied < hw - 1:
                     behind[f"b{broker_id}"] = f"applied {applied}" if m else "its metrics did not answer"
             if not behind:
                 return time.perf_counter() - started
             await asyncio.sleep(0.5)
         raise TimeoutError(f"brokers' images not caught up with offset {hw} within {timeout} s: {behind}")
+
+    async def broker_gauge(self, broker_id: int, name: str) -> tuple[dict[str, float] | None, float | None]:
+        """One scrape of a broker's metrics (None while it does not answer) and the value of ``name`` in it."""
+        m = await asyncio.to_thread(scrape, self.brokers[broker_id].metrics_port)
+        return m, (m or {}).get(name)
 
     async def wait_replicas_applied(self, timeout: float, poll: float = 1.0) -> tuple[float | None, dict[str, str]]:
         """Seconds until every broker's replica manager holds what its image held at the leader's high watermark
@@ -724,8 +728,7 @@ class Bench:
         behind: dict[str, str] = {}
         while waiting and time.monotonic() < deadline:
             for broker_id in sorted(waiting):
-                m = await asyncio.to_thread(scrape, self.brokers[broker_id].metrics_port)
-                applied = (m or {}).get("pykraft_broker_replicas_applied_offset")
+                m, applied = await self.broker_gauge(broker_id, "pykraft_broker_replicas_applied_offset")
                 if m is not None and applied is None:
                     return None, {f"b{broker_id}": "exports no pykraft_broker_replicas_applied_offset"}
                 if applied is not None and applied >= offset:
