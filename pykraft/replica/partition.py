@@ -239,6 +239,8 @@ class PartitionMetadata(NamedTuple):
 # (a broker reads its image without building a PartitionMetadata per partition). Both have these fields.
 Assignment = PartitionMetadata | PartitionRegistration
 PartitionUpdate = tuple[PartitionKey, str, Assignment]  # (key, topic name, assignment): one partition that changed
+# A replica's assignment before any metadata: no replicas, no leader, epochs -1.
+UNASSIGNED: Assignment = PartitionRegistration((), (), NO_LEADER, -1, -1)
 
 
 class FetchItem(NamedTuple):
@@ -279,32 +281,24 @@ NOT_APPLIED_ERRORS = frozenset({Errors.OPERATION_NOT_ATTEMPTED, Errors.INELIGIBL
 class Partition:
     __slots__ = (  # a broker holds up to a million of them
         "_produce_origin",
-        "adding",
         "config",
         "epoch_start_offset",
         "fetch_backoff_until_ms",
         "fetch_blocked",
         "followed_from",
         "high_watermark",
-        "isr",
         "key",
-        "leader",
-        "leader_epoch",
         "leader_log_end_offset",
-        "leader_recovery_state",
         "local_id",
         "log_end_offset",
         "metadata_stale",
-        "partition_epoch",
         "pending",
         "remotes",
-        "removing",
-        "replicas",
-        "seen_leader_epoch",
-        "seen_partition_epoch",
+        "seen",
         "sent_epoch",
         "sent_gen",
         "sent_offset",
+        "state",
         "topic",
     )
 
@@ -321,21 +315,17 @@ class Partition:
         self.topic = topic
         self.local_id = local_id
         self.config = config
-        self.replicas: tuple[int, ...] = ()
-        self.leader = NO_LEADER
-        self.leader_epoch = -1
-        self.partition_epoch = -1
-        self.isr: tuple[int, ...] = ()  # the committed ISR, as the controller last confirmed it
-        self.adding: tuple[int, ...] = ()
-        self.removing: tuple[int, ...] = ()
-        self.leader_recovery_state = LeaderRecoveryState.RECOVERED
+        # The assignment (replicas, ISR, leader, epochs ...): the metadata's own tuple as last applied, shared with
+        # the image and every replica given the same one (8 fields of their own were 64 bytes a replica). An
+        # AlterPartition answer replaces it with a copy holding the ISR and partition epoch the controller confirmed.
+        self.state: Assignment = UNASSIGNED
+        self.seen: Assignment = UNASSIGNED  # the metadata last applied (its epochs decide what applies next)
         self.pending: PendingChange | None = None
         self.remotes = NO_REMOTES
         self.log_end_offset = 0
         self.high_watermark = 0
         self.epoch_start_offset: int | None = None  # the LEO when this broker began leading in this leader epoch
         self._produce_origin: tuple[int, int] | None = None  # (time, LEO) since which the log grows
-        self.seen_leader_epoch = self.seen_partition_epoch = -1  # of the metadata last applied (ints, not a tuple)
         self.metadata_stale = False  # an AlterPartition answer said our state is old: apply the next metadata
         # follower side
         self.leader_log_end_offset = -1  # the leader's LEO in its last answer (-1: none yet from this leader)
@@ -354,13 +344,55 @@ class Partition:
     def topic_id(self) -> Uuid:
         return self.key[0]
 
+    # The assignment's fields, read from its tuple (written only through apply_metadata and on_alter_result).
+    @property
+    def replicas(self) -> tuple[int, ...]:
+        return self.state.replicas
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        """The committed ISR, as the controller last confirmed it."""
+        return self.state.isr
+
+    @property
+    def leader(self) -> int:
+        return self.state.leader
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch
+
+    @property
+    def partition_epoch(self) -> int:
+        return self.state.partition_epoch
+
+    @property
+    def adding(self) -> tuple[int, ...]:
+        return self.state.adding
+
+    @property
+    def removing(self) -> tuple[int, ...]:
+        return self.state.removing
+
+    @property
+    def leader_recovery_state(self) -> int:
+        return self.state.leader_recovery_state
+
+    @property
+    def seen_leader_epoch(self) -> int:
+        return self.seen.leader_epoch
+
+    @property
+    def seen_partition_epoch(self) -> int:
+        return self.seen.partition_epoch
+
     @property
     def index(self) -> int:
         return self.key[1]
 
     @property
     def is_leader(self) -> bool:
-        return self.leader == self.local_id
+        return self.state.leader == self.local_id
 
     @property
     def is_reassigning(self) -> bool:
@@ -413,14 +445,18 @@ class Partition:
     @property
     def metadata_seen(self) -> tuple[int, int]:
         """(leader epoch, partition epoch) of the metadata last applied."""
-        return self.seen_leader_epoch, self.seen_partition_epoch
+        return self.seen.leader_epoch, self.seen.partition_epoch
 
     def changes_with(self, m: Assignment) -> bool:
         """Would :meth:`apply_metadata` apply ``m`` (or metadata with its epochs)?"""
-        same = m.leader_epoch == self.seen_leader_epoch and m.partition_epoch == self.seen_partition_epoch
-        if same and not self.metadata_stale:
+        seen = self.seen
+        if (
+            m.leader_epoch == seen.leader_epoch
+            and m.partition_epoch == seen.partition_epoch
+            and not self.metadata_stale
+        ):
             return False
-        return m.partition_epoch >= self.partition_epoch
+        return m.partition_epoch >= self.state.partition_epoch
 
     def apply_metadata(self, m: Assignment, now_ms: int, broker_epoch: int) -> PendingChange | None:
         """Apply the controller's view if it changed since the last one applied (polled metadata is treated as a
@@ -429,7 +465,7 @@ class Partition:
         AlterPartition to send for a partition led in RECOVERING state."""
         if not self.changes_with(m):
             return None
-        self.seen_leader_epoch, self.seen_partition_epoch = m.leader_epoch, m.partition_epoch
+        self.seen = m
         self.metadata_stale = False
         if m.leader == self.local_id:
             self._make_leader(m, now_ms)
@@ -440,22 +476,20 @@ class Partition:
     def _make_leader(self, m: Assignment, now_ms: int) -> None:
         was_leader = self.is_leader
         leo = self.leo(now_ms)
-        self.replicas = m.replicas
-        self.isr = m.isr
-        self.adding, self.removing = m.adding, m.removing
-        self.leader_recovery_state = m.leader_recovery_state
+        old_leader_epoch = self.state.leader_epoch
+        # The leader epoch never goes back (an equal one is no new epoch): m's own tuple unless it would.
+        self.state = (
+            m if m.leader_epoch >= old_leader_epoch or not was_leader else m._replace(leader_epoch=old_leader_epoch)
+        )
         self.pending = None
         followers = [b for b in m.replicas if b != self.local_id]
         self.remotes = Remotes(self.remotes.get(b) or ReplicaState(b) for b in followers)
-        if m.leader_epoch > self.leader_epoch or not was_leader:
+        if m.leader_epoch > old_leader_epoch or not was_leader:
             self.epoch_start_offset = leo
             for r in self.remotes.values():
                 r.reset(now_ms, leo, is_new_leader=not was_leader, in_sync=r.broker_id in m.isr)
-            self.leader_epoch = m.leader_epoch
             if self.config.produce_rate > 0:  # idle: no tuple per partition led
                 self._produce_origin = (now_ms, leo)
-        self.partition_epoch = m.partition_epoch
-        self.leader = self.local_id
         self.fetch_blocked = False
 
     def _make_follower(self, m: Assignment, now_ms: int) -> None:
@@ -465,13 +499,7 @@ class Partition:
             self.fetch_blocked = False
             self.fetch_backoff_until_ms = 0
             self.leader_log_end_offset = -1
-        self.leader = m.leader
-        self.leader_epoch = m.leader_epoch
-        self.partition_epoch = m.partition_epoch
-        self.replicas = m.replicas
-        self.isr = m.isr
-        self.adding, self.removing = m.adding, m.removing
-        self.leader_recovery_state = m.leader_recovery_state
+        self.state = m
         self.pending = None
         self.remotes = NO_REMOTES
         self.epoch_start_offset = None
@@ -587,9 +615,9 @@ class Partition:
         if leader_epoch != self.leader_epoch or partition_epoch < self.partition_epoch:
             self.metadata_stale = True
             return False
-        self.isr = tuple(isr)
-        self.leader_recovery_state = leader_recovery_state
-        self.partition_epoch = partition_epoch
+        self.state = self.state._replace(
+            isr=tuple(isr), leader_recovery_state=leader_recovery_state, partition_epoch=partition_epoch
+        )
         self.pending = None
         self.high_watermark_now(now_ms, brokers)
         return True

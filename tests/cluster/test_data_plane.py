@@ -288,6 +288,31 @@ def test_polled_metadata_is_applied_as_a_delta() -> None:
     assert p.isr == (1, 2) and p.partition_epoch == 2
 
 
+def test_a_replica_holds_the_metadata_tuple_it_was_given_not_a_copy() -> None:
+    """A broker holds up to a million replicas: each keeps the assignment it was given (the image's shared tuple)
+    rather than eight fields of its own, until an AlterPartition answer makes it differ from every other."""
+    m = meta(leader_epoch=4, partition_epoch=6, isr=(1, 2, 3))
+    led, followed = Partition(TOPIC, "t", 0, 1, CONFIG), Partition(TOPIC, "t", 0, 2, CONFIG)
+    led.apply_metadata(m, 0, EPOCHS[1])
+    followed.apply_metadata(m, 0, EPOCHS[2])
+    assert led.state is m and followed.state is m
+    assert (led.leader, led.leader_epoch, led.partition_epoch, led.isr) == (1, 4, 6, (1, 2, 3))
+    assert (followed.leader, followed.replicas, followed.adding, followed.removing) == (1, (1, 2, 3), (), ())
+    # Confirmed by the controller: a copy with the new ISR and partition epoch; the given tuple is untouched.
+    led.remotes.get(3).last_caught_up_time_ms = -10 * LAG_MS  # type: ignore[union-attr]
+    change = led.maybe_shrink(0, EPOCHS[1])
+    assert change is not None and led.on_alter_result(change, 4, (1, 2), 0, 7, 0, view())
+    assert led.state is not m and (led.isr, led.partition_epoch, led.leader_epoch) == ((1, 2), 7, 4)
+    assert m.isr == (1, 2, 3) and led.metadata_seen == (4, 6)
+    # The metadata that commits the change is taken as given again.
+    committed = meta(leader_epoch=4, partition_epoch=7, isr=(1, 2))
+    led.apply_metadata(committed, 0, EPOCHS[1])
+    assert led.state is committed and led.metadata_seen == (4, 7)
+    # A leader's epoch never goes back, even if metadata says so (an older leader epoch, a newer partition epoch).
+    led.apply_metadata(meta(leader_epoch=3, partition_epoch=8, isr=(1, 2)), 0, EPOCHS[1])
+    assert (led.leader_epoch, led.partition_epoch) == (4, 8)
+
+
 def test_a_recovering_leader_tells_the_controller_it_recovered() -> None:
     p = Partition(TOPIC, "t", 0, 1, CONFIG)
     change = p.apply_metadata(meta(leader_epoch=7, partition_epoch=9, isr=(1,), leader_recovery_state=1), 0, 11)
