@@ -10,8 +10,9 @@
 - a :class:`~controller.quorum_controller.QuorumController` as the *image*: the committed batches go through the
   same replay as on every controller. It is never active (a broker is no voter): it answers reads from its
   committed state (``serve_local_reads``) and refuses writes with NOT_CONTROLLER naming the leader. It writes its
-  own snapshots under the same policy as a controller's (as Kafka's brokers do since 3.4) and, registered before
-  the observer starts, loads the latest one at once: a restarted broker replays only the log after it.
+  own snapshots under the same policy as a controller's (as Kafka's brokers do since 3.4), and one more as the last
+  step of a clean shutdown (:meth:`MetadataObserver.snapshot_before_close`); registered before the observer starts,
+  it loads the latest one at once: a restarted broker replays only the log after it.
 
 With ``tls`` (the broker's own settings, certificate ``broker-<id>``) its fetches and DescribeQuorum calls to the
 voters go over mutual TLS, each voter held to the name ``controller-<id>`` in its certificate.
@@ -40,6 +41,7 @@ from quorum.fault import FaultHandler, LoggingFaultHandler, fault_message, spawn
 from quorum.log.log import LogConfig, MetadataLog
 from quorum.log.meta_properties import DirectoryLock, ensure_meta_properties
 from quorum.log.quorum_state import QuorumStateStore
+from quorum.log.snapshots import SnapshotId
 from quorum.raft.config import RaftConfig, VoterAddress
 from quorum.raft.roles import Follower
 from quorum.raft.runtime import RaftNode
@@ -50,6 +52,8 @@ log = structlog.get_logger("broker.observer")
 WATCH_INTERVAL_S = 0.02  # how often the first catch-up is looked for
 DESCRIBE_TIMEOUT_S = 2.0
 STATUS_INTERVAL_S = 30.0  # how often a metadata_observer_status line is logged after it
+SHUTDOWN_CATCH_UP_S = 10.0  # how long a clean shutdown waits for the image to reach the leader's commits
+SHUTDOWN_SNAPSHOT_TIMEOUT_S = 60.0  # catching up and writing; then the broker exits without it
 
 
 class MetadataObserver:
@@ -129,6 +133,38 @@ class MetadataObserver:
             name=f"metadata-observer-{self.broker_id}",
             on_error=lambda e: self.faults.handle_fault(fault_message("watching the metadata observer", e), e),
         )
+
+    async def snapshot_before_close(self, timeout_s: float = SHUTDOWN_SNAPSHOT_TIMEOUT_S) -> SnapshotId | None:
+        """A clean shutdown's last step (Kafka's brokers have none): once the image holds what the leader has
+        committed (its controlled shutdown's changes among them), snapshot it if at least
+        ``pykraft.shutdown.snapshot.min.bytes`` were committed since the latest snapshot (1 MiB: ~35,000 partition
+        changes, ~0.1 s to replay), so that a restart loads that and replays nothing.
+
+        Returns the snapshot written; None if none was: not worth it, or it failed or ran out of time (logged; the
+        log still holds everything, and :meth:`close` aborts a write still under way). An image still behind after
+        :data:`SHUTDOWN_CATCH_UP_S` (a broker stopped while catching up) is snapshotted as it is."""
+        started = time.monotonic()
+        deadline = started + timeout_s
+        caught_up_by = started + min(timeout_s, SHUTDOWN_CATCH_UP_S)
+        target = await self._leader_high_watermark() or self.high_watermark
+        while self.current_metadata_offset + 1 < target and time.monotonic() < caught_up_by:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+        since, least = self.image.snapshots.bytes_since, self.image.settings.shutdown_snapshot_min_bytes
+        fields = {"broker_id": self.broker_id, "metadata_offset": self.current_metadata_offset, "bytes_since": since}
+        if least < 0 or since < max(1, least):
+            log.info("shutdown_snapshot_skipped", min_bytes=least, **fields)
+            return None
+        try:
+            snapshot_id = await asyncio.wait_for(
+                self.image.force_snapshot("a clean shutdown"), max(0.0, deadline - time.monotonic())
+            )
+        except Exception as e:  # TimeoutError included: exiting matters more
+            log.warning("shutdown_snapshot_failed", error=f"{type(e).__name__}: {e}", timeout_s=timeout_s, **fields)
+            return None
+        log.info(
+            "shutdown_snapshot", snapshot_id=str(snapshot_id), seconds=round(time.monotonic() - started, 3), **fields
+        )
+        return snapshot_id
 
     async def close(self) -> None:
         if self._closed:

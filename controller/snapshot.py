@@ -376,7 +376,7 @@ class Snapshotter:
         self.controller.metrics.bytes_since_snapshot = 0
         self.last_snapshot_at = self.clock()
 
-    async def force(self) -> SnapshotId | None:
+    async def force(self, reason: str = "an operator asked for one") -> SnapshotId | None:
         """A snapshot of the committed state now, once frozen; the latest snapshot's id if nothing was committed
         since it; None if nothing was ever committed. Raises what made writing it fail."""
         while self._task is not None:
@@ -389,7 +389,7 @@ class Snapshotter:
         latest = self.controller.raft.latest_snapshot_id()
         if self._last is None or (latest is not None and latest.end_offset > self._last[0]):
             return latest
-        task = self._begin("an operator asked for one")
+        task = self._begin(reason)
         if task is None:
             return self.controller.raft.latest_snapshot_id()
         return await asyncio.shield(task)

@@ -525,6 +525,8 @@ async def _main(
             stalls = loop_stalls.watch()
             try:
                 await agent.run(stop)
+                if observer is not None:  # stopped cleanly: the restart loads this rather than replaying the tail
+                    await observer.snapshot_before_close()
             finally:
                 releasing.cancel()
                 stalls.stop()

@@ -113,6 +113,7 @@ CONTROLLER_CONFIGS = {  # Kafka config name -> (ControllerSettings field, type)
     "metadata.log.max.record.bytes.between.snapshots": ("snapshot_max_new_record_bytes", int),
     "metadata.log.max.snapshot.interval.ms": ("snapshot_max_interval_ms", int),
     "pykraft.snapshot.growth.ratio": ("snapshot_growth_ratio", float),  # pykraft's (see ControllerSettings)
+    "pykraft.shutdown.snapshot.min.bytes": ("shutdown_snapshot_min_bytes", int),  # a broker's (ControllerSettings)
     "super.users": ("super_users", str),  # the authorizer's (controller/authorizer.py)
     "allow.everyone.if.no.acl.found": ("allow_everyone_if_no_acl_found", bool),
     "authorizer.class.name": ("authorizer_class_name", str),  # pykraft/authorization.py: empty = off
@@ -161,6 +162,11 @@ def controller_settings(props: dict[str, str]) -> ControllerSettings:
         raise ValueError("num.partitions and default.replication.factor must be at least 1")
     if settings.snapshot_growth_ratio < 0:
         raise ValueError(f"pykraft.snapshot.growth.ratio must not be negative, got {settings.snapshot_growth_ratio}")
+    if settings.shutdown_snapshot_min_bytes < -1:
+        raise ValueError(
+            "pykraft.shutdown.snapshot.min.bytes must be -1 (never) or more, "
+            f"got {settings.shutdown_snapshot_min_bytes}"
+        )
     if settings.snapshot_max_new_record_bytes < 1 or settings.snapshot_max_interval_ms < 0:
         raise ValueError(
             "metadata.log.max.record.bytes.between.snapshots must be at least 1 and "

@@ -115,6 +115,18 @@ def test_the_snapshot_growth_ratio_is_a_non_negative_number() -> None:
             controller_settings({"pykraft.snapshot.growth.ratio": value})
 
 
+def test_the_shutdown_snapshot_minimum_is_bytes_or_minus_one_for_never() -> None:
+    from pykraft.node import controller_settings
+
+    name = "pykraft.shutdown.snapshot.min.bytes"
+    assert controller_settings({}).shutdown_snapshot_min_bytes == 1 << 20
+    assert controller_settings({name: "-1"}).shutdown_snapshot_min_bytes == -1
+    assert controller_settings({name: "0"}).shutdown_snapshot_min_bytes == 0
+    for value, words in (("-2", "must be -1 \\(never\\) or more, got -2"), ("1MiB", "must be an integer")):
+        with pytest.raises(ValueError, match=words):
+            controller_settings({name: value})
+
+
 def test_broker_configs_in_the_properties_are_the_static_level() -> None:
     from pykraft.node import controller_settings
 

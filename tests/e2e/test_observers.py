@@ -18,9 +18,11 @@ from pathlib import Path
 import pytest
 from e2e_helpers import BrokerProcess, run_pykraft
 
+from controller.records import PartitionRecord, RegisterBrokerRecord, deserialize
 from pykraft.client import AdminClient, NewTopic
 from pykraft.replica.data_plane import describe_replicas
 from pykraft.testing import Cluster, free_ports
+from quorum.log.snapshots import SnapshotFile, SnapshotId
 
 SNAPSHOT_BYTES = 256 * 1024
 LOG_SETTINGS = [
@@ -28,6 +30,7 @@ LOG_SETTINGS = [
     "metadata.log.segment.bytes=65536",
     f"metadata.log.max.record.bytes.between.snapshots={SNAPSHOT_BYTES}",
     "pykraft.snapshot.growth.ratio=0",  # Kafka's byte trigger alone: a broker snapshots after its install
+    "pykraft.shutdown.snapshot.min.bytes=1",  # a clean shutdown always snapshots what was committed since
 ]
 # DEBUG: the tests count the DescribeTopics each process answered (request lines, INFO only when they change state).
 DEBUG = ["--log-level", "DEBUG"]
@@ -304,8 +307,9 @@ def test_a_late_broker_is_unfenced_only_once_caught_up(env: Env, late: Late) -> 
 
 
 def test_a_restarted_broker_loads_its_own_snapshot(env: Env, late: Late) -> None:
-    """More records after the install make broker 103 write a snapshot of its own; restarted, it loads that one
-    and replays only what follows."""
+    """More records after the install make broker 103 write a snapshot of its own. Stopped cleanly, it snapshots
+    again once its image holds its controlled shutdown; restarted, it loads that one and replays only what
+    follows."""
     log_path = late.broker.log_path
 
     async def more() -> None:
@@ -319,8 +323,23 @@ def test_a_restarted_broker_loads_its_own_snapshot(env: Env, late: Late) -> None
         time.sleep(0.2)
     assert frozen, f"broker 103 wrote no snapshot\n{late.broker.log()}"
     own = frozen[-1]["snapshot"]
+    stop_at = len(log_path.read_text().splitlines())
     assert late.broker.terminate(timeout=30) == 0
-    restart_at = len(log_path.read_text().splitlines())
+    lines = log_path.read_text().splitlines()
+    restart_at = len(lines)
+    stopping = [json.loads(line) for line in lines[stop_at:] if line.startswith("{")]
+    (last,) = [e for e in stopping if e.get("event") == "shutdown_snapshot"]
+    # It holds the end of the broker's own controlled shutdown: fenced, shutting down, in no ISR.
+    assert late.broker.metadata_dir is not None
+    end, epoch = map(int, last["snapshot_id"].split("-"))
+    path = late.broker.metadata_dir / "__cluster_metadata-0" / SnapshotId(end, epoch).file_name
+    with SnapshotFile.open(path) as snapshot:
+        records = [deserialize(v).message for batch in snapshot.data_batches() for v in batch.values()]
+    (me,) = [r for r in records if isinstance(r, RegisterBrokerRecord) and r.broker_id == 103]
+    assert me.fenced and me.in_controlled_shutdown, me
+    partitions = [r for r in records if isinstance(r, PartitionRecord)]
+    assert len(partitions) >= LATE_TOPICS * LATE_PARTITIONS + 5000
+    assert not [r for r in partitions if 103 in r.isr or r.leader == 103]
     late.broker.start()
 
     async def wait() -> None:
@@ -334,7 +353,7 @@ def test_a_restarted_broker_loads_its_own_snapshot(env: Env, late: Late) -> None
     assert delivered and end_offset(delivered[0]["snapshot"]) >= end_offset(own), (own, delivered)
     assert not [e for e in after if e.get("event") == "snapshot_installed"]  # nothing fetched from the leader
     (started,) = [e for e in after if e.get("event") == "metadata_observer_started"]
-    assert started["loaded_offset"] >= end_offset(own) - 1
+    assert started["loaded_offset"] == end_offset(last["snapshot_id"]) - 1  # the shutdown's snapshot
 
 
 def test_a_broker_id_that_is_a_voter_id_is_refused(tmp_path: Path) -> None:
