@@ -18,7 +18,8 @@ Prints, measured in one run, each figure beside its target (PASS/FAIL):
   watermark — with ``snapshot_loaded``'s records/s; then it is made the active controller (the leader stopped
   gracefully and restarted until it is) and its DescribeTopics of every topic compared with the leader's before
   the restart. The same restart for a broker: exec to its ``metadata_caught_up`` line (its image holds the high
-  watermark it last heard of) (target <= 5 s each). The product's modules are byte-compiled first, as pip
+  watermark it last heard of) (target <= 5 s each); its clean stop ends with a snapshot of its image
+  (``shutdown_snapshot``), printed beside the stop's duration. The product's modules are byte-compiled first, as pip
   compiles an installed package (``make bytecode``): an editable install's sources would otherwise be compiled
   again at each start wherever PYTHONDONTWRITEBYTECODE is set, as on this machine;
 - a snapshot of N partitions forced on the leader (the CreateSnapshot request until frozen, and
@@ -1179,9 +1180,11 @@ async def restart_broker(bench: Bench) -> dict[str, Any]:
     uses_metrics = await bench.broker_progress(broker_id) is not None
     snap, _ = await bench.create_snapshot(f"127.0.0.1:{b.listener_port}")
     stopping = time.perf_counter()
+    stop_since = log_size(b.log_path)
     code = await asyncio.to_thread(b.terminate, 120)
-    stop_s = time.perf_counter() - stopping  # SIGTERM to exit: the controlled shutdown
+    stop_s = time.perf_counter() - stopping  # SIGTERM to exit: the controlled shutdown, then a snapshot
     since = log_size(b.log_path)
+    shutdown_snapshot = log_events(b.log_path, "shutdown_snapshot", stop_since)
     meter = PhaseCpu(bench)
     started_wall = time.time()
     started = time.perf_counter()
@@ -1213,6 +1216,7 @@ async def restart_broker(bench: Bench) -> dict[str, Any]:
         "tail_records": tail,
         "snapshot": f"{snap.end_offset}-{snap.epoch}" if not snap.error_code else error_name(snap.error_code),
         "snapshot_bytes": snap.size_bytes,
+        "shutdown_snapshot": shutdown_snapshot[-1] if shutdown_snapshot else None,
         "ready_s": ready,
         "ready_from": how,
         "exec_wall_time": started_wall,
@@ -1760,6 +1764,12 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
                     f"{r['process_cpu_s']:.1f} CPU s; its controlled shutdown (SIGTERM to exit) took "
                     f"{r['stop_s']:.1f} s"
                 )
+                if (last := r["shutdown_snapshot"]) is not None:
+                    print(
+                        f"    it stopped with snapshot {last['snapshot_id']} of its image "
+                        f"({last['bytes_since']:,} bytes committed since its previous one), taken "
+                        f"{last['seconds']:.1f} s after the controlled shutdown"
+                    )
                 print(f"    exec to ready: {cpu_text(r)}")
             else:
                 print(f"    broker: NOT MEASURED  FAIL (<= {RESTART_TARGET_S:.0f} s): brokers are not observers here")
