@@ -19,8 +19,9 @@ The protocol, as Kafka's:
 
 Where ours differs: Kafka's leader reads every partition of a session at each fetch; ours *parks* a partition whose
 follower holds the leader's whole log (fetch offset = log end = high watermark, the log not growing, the follower
-in the ISR, no ISR change in flight) and looks at it again only when it changes: new metadata, an ISR change, a new
-fetch offset from the follower. While parked the follower counts as fetching at that offset at every fetch of the
+in the ISR, no ISR change in flight) and looks at it again only when it changes: new metadata or an AlterPartition
+answer (but not an ISR change that keeps the leader, its epoch and that follower in the ISR), a new fetch offset
+from the follower. While parked the follower counts as fetching at that offset at every fetch of the
 session (its caught-up time is the session's last fetch when it is unparked). A leader keeps one session per
 follower broker (each follower has one fetcher per leader): a new full fetch from a follower closes its older one.
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 import itertools
 import random
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,12 +142,13 @@ class LeaderSessions:
         return s if s is not None and s.replica_id == replica_id else None
 
     @staticmethod
-    def unpark(p: Any) -> None:
-        """``p`` (a Partition) changes: look again at its parked followers at their sessions' next fetch, each
-        counted as caught up as of its session's last fetch. Before the change: becoming a follower drops them."""
+    def unpark(p: Any, keep: Collection[int] = ()) -> None:
+        """``p`` (a Partition) changes: look again at its parked followers (but those in ``keep``) at their
+        sessions' next fetch, each counted as caught up as of its session's last fetch. Before the change: becoming
+        a follower drops them."""
         for r in p.remotes.values():
             session = r.parked
-            if session is None:
+            if session is None or r.broker_id in keep:
                 continue
             r.parked = None
             if session.closed or r.session is not session:

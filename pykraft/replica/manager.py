@@ -164,7 +164,12 @@ class ReplicaManager(SessionFetching):
                 self._stale_keys = True
             before = p.metadata_seen
             if p.remotes and p.changes_with(m):
-                self.leader_sessions.unpark(p)  # before: a leader that becomes a follower forgets its followers
+                # Before: a leader that becomes a follower forgets its followers. A change that keeps this leader and
+                # its epoch (an ISR change) wakes only those it takes out of the ISR: one that stays in still holds
+                # the whole idle log (why it was parked), and waking it costs an answer for nothing — for each of
+                # the ~170k partitions a peer's controlled shutdown shrinks here at 2M partitions.
+                same_leader = m.leader == me and m.leader_epoch == p.leader_epoch
+                self.leader_sessions.unpark(p, keep=m.isr if same_leader else ())
             change = p.apply_metadata(m, now, epoch)
             if p.metadata_seen != before:
                 changes += 1
@@ -390,7 +395,7 @@ class ReplicaManager(SessionFetching):
             if applied:
                 self._log_change(change, result, old_epoch)
                 self._note_moving(p.key, p)
-                self.leader_sessions.unpark(p)
+                self.leader_sessions.unpark(p, keep=p.isr)  # as for metadata: those still in sync sleep on
             elif p.metadata_stale:
                 self.request_refresh()
             return False

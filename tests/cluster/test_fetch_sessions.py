@@ -77,6 +77,31 @@ def test_a_leader_change_wakes_parked_partitions_and_the_followers_move_on() -> 
     assert all(3 not in isr for isr in sim.isrs().values())
 
 
+def test_an_isr_change_wakes_only_the_followers_it_takes_out() -> None:
+    """A third broker leaving every ISR (its controlled shutdown, its fencing) changes every partition it held: a
+    leader that stays leader wakes the follower it loses, not the one still in sync with the whole idle log."""
+    sim = Sim(partitions=12, config=IDLE, sessions=True)
+    sim.run_until(lambda: parked(sim) == 24, 4000)
+    stays = [i for i, s in sim.ctrl.partitions.items() if s["leader"] != 3]
+    sim.ctrl.fence(3)
+    sim.poll()
+    for i in stays:
+        leader = sim.managers[sim.ctrl.partitions[i]["leader"]].partitions[(TOPIC, i)]
+        assert leader.remotes.get(3).parked is None  # type: ignore[union-attr]
+        (other,) = set(leader.replicas) - {leader.local_id, 3}
+        assert leader.remotes.get(other).parked is not None, i  # type: ignore[union-attr]
+    answered = sim.entries_answered
+    sim.run_until(lambda: sim.now >= 8000, 10_000)
+    assert parked(sim) == 12  # the new leaders' followers too, once they fetched from them
+    # Answered since: the moved partitions (to their followers, anew) and broker 3's errors; nothing for the others.
+    assert sim.entries_answered - answered <= 2 * (12 - len(stays)), (sim.entries_answered, answered)
+    sim.ctrl.brokers[3] = sim.ctrl.brokers[3]._replace(fenced=False)
+    sim.poll()
+    took = sim.run_until(lambda: all(3 in isr for isr in sim.isrs().values()), 4 * LAG_MS)
+    assert took <= sim.config.replica_fetch_wait_max_ms + 2 * Sim.STEP
+    sim.run_until(lambda: parked(sim) == 24, 4000)
+
+
 def test_a_follower_that_stops_fetching_an_idle_partition_stays_in_sync_as_in_kafka() -> None:
     """Kafka's isCaughtUp: a follower whose log end is the leader's is caught up, fetching or not — parked or not,
     an idle partition does not shrink a silent follower that has everything (the controller fences a dead broker)."""
