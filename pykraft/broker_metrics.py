@@ -98,24 +98,22 @@ class BrokerCollector(Collector):
         labels = ["broker_id"]
         bid = [str(m.broker_id)]
         now = m.clock()
-        partitions = list(m.partitions.values())  # a copy: the event loop may change the dict meanwhile
+        held = len(m.partitions)
+        omitted = held if held > self.replica_series_max else 0
         t = m.throttles
-        # The one pass over the replicas this scrape makes. The throttle checks are skipped outright while a side
-        # is unthrottled: each would answer False, a method call per replica for nothing.
+        # The replicas this scrape walks: those led here (a third of those held at RF 3), and every one only when
+        # it needs them all (each replica's series, or a follower quota to check). The throttle checks are skipped
+        # outright while a side is unthrottled: each would answer False, a method call per replica for nothing.
         leader_limited, follower_limited = not t.leader.unlimited, not t.follower.unlimited
-        led = under = reassigning = leader_throttled = follower_throttled = 0
-        for p in partitions:
-            if p.is_leader:
-                led += 1
-                if under_replicated(p):
-                    under += 1
-                if p.is_reassigning:
-                    reassigning += 1
-                if leader_limited and m.throttled(p):
-                    leader_throttled += 1
-            elif follower_limited and m.follower_throttled(p):
-                follower_throttled += 1
-        omitted = len(partitions) if len(partitions) > self.replica_series_max else 0
+        led_replicas = m.led_replicas()
+        led = len(led_replicas)
+        under = sum(1 for p in led_replicas if under_replicated(p))
+        reassigning = sum(1 for p in led_replicas if p.is_reassigning)
+        leader_throttled = sum(1 for p in led_replicas if m.throttled(p)) if leader_limited else 0
+        partitions = list(m.partitions.values()) if follower_limited or not omitted else []  # a copy, as above
+        follower_throttled = (
+            sum(1 for p in partitions if not p.is_leader and m.follower_throttled(p)) if follower_limited else 0
+        )
 
         gauge, counter = single_samples(labels, bid)
 
@@ -126,7 +124,7 @@ class BrokerCollector(Collector):
                 family.add_metric([*bid, side], value)
             return family
 
-        yield gauge("kafka_server_replicamanager_partition_count", "Replicas held by this broker", len(partitions))
+        yield gauge("kafka_server_replicamanager_partition_count", "Replicas held by this broker", held)
         yield gauge("kafka_server_replicamanager_leader_count", "Partitions led by this broker", led)
         yield gauge(
             "kafka_server_replicamanager_under_replicated_partitions",

@@ -494,6 +494,8 @@ class Sim:
         for b, m in self.managers.items():
             if b not in self.dead:
                 m.apply_metadata(self.ctrl.metadata(), self.ctrl.brokers)
+                # The index the ISR expiration and the status walk: exactly the replicas led here.
+                assert {p.key for p in m.led_replicas()} == {k for k, p in m.partitions.items() if p.is_leader}
 
     def step(self) -> None:
         self.now += self.STEP
