@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from controller.partition_change import PartitionRegistration
@@ -278,6 +279,11 @@ STALE_STATE_ERRORS = frozenset(
 NOT_APPLIED_ERRORS = frozenset({Errors.OPERATION_NOT_ATTEMPTED, Errors.INELIGIBLE_REPLICA})
 
 
+def _assigned(field: str, of: str = "state") -> Any:
+    """A read-only attribute of a Partition's assignment tuple (``state``, or ``seen``), read in C."""
+    return property(attrgetter(f"{of}.{field}"))
+
+
 class Partition:
     __slots__ = (  # a broker holds up to a million of them
         "_produce_origin",
@@ -345,46 +351,16 @@ class Partition:
         return self.key[0]
 
     # The assignment's fields, read from its tuple (written only through apply_metadata and on_alter_result).
-    @property
-    def replicas(self) -> tuple[int, ...]:
-        return self.state.replicas
-
-    @property
-    def isr(self) -> tuple[int, ...]:
-        """The committed ISR, as the controller last confirmed it."""
-        return self.state.isr
-
-    @property
-    def leader(self) -> int:
-        return self.state.leader
-
-    @property
-    def leader_epoch(self) -> int:
-        return self.state.leader_epoch
-
-    @property
-    def partition_epoch(self) -> int:
-        return self.state.partition_epoch
-
-    @property
-    def adding(self) -> tuple[int, ...]:
-        return self.state.adding
-
-    @property
-    def removing(self) -> tuple[int, ...]:
-        return self.state.removing
-
-    @property
-    def leader_recovery_state(self) -> int:
-        return self.state.leader_recovery_state
-
-    @property
-    def seen_leader_epoch(self) -> int:
-        return self.seen.leader_epoch
-
-    @property
-    def seen_partition_epoch(self) -> int:
-        return self.seen.partition_epoch
+    replicas: tuple[int, ...] = _assigned("replicas")
+    isr: tuple[int, ...] = _assigned("isr")  # the committed ISR, as the controller last confirmed it
+    leader: int = _assigned("leader")
+    leader_epoch: int = _assigned("leader_epoch")
+    partition_epoch: int = _assigned("partition_epoch")
+    adding: tuple[int, ...] = _assigned("adding")
+    removing: tuple[int, ...] = _assigned("removing")
+    leader_recovery_state: int = _assigned("leader_recovery_state")
+    seen_leader_epoch: int = _assigned("leader_epoch", "seen")
+    seen_partition_epoch: int = _assigned("partition_epoch", "seen")
 
     @property
     def index(self) -> int:
