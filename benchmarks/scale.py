@@ -1185,6 +1185,11 @@ async def restart_broker(bench: Bench) -> dict[str, Any]:
     stop_s = time.perf_counter() - stopping  # SIGTERM to exit: the controlled shutdown, then a snapshot
     since = log_size(b.log_path)
     shutdown_snapshot = log_events(b.log_path, "shutdown_snapshot", stop_since)
+    no_snapshot = [
+        e
+        for name in ("shutdown_snapshot_skipped", "shutdown_snapshot_failed")
+        for e in log_events(b.log_path, name, stop_since)
+    ]
     meter = PhaseCpu(bench)
     started_wall = time.time()
     started = time.perf_counter()
@@ -1217,6 +1222,7 @@ async def restart_broker(bench: Bench) -> dict[str, Any]:
         "snapshot": f"{snap.end_offset}-{snap.epoch}" if not snap.error_code else error_name(snap.error_code),
         "snapshot_bytes": snap.size_bytes,
         "shutdown_snapshot": shutdown_snapshot[-1] if shutdown_snapshot else None,
+        "no_shutdown_snapshot": no_snapshot[-1] if no_snapshot else None,  # why not: skipped, or failed
         "ready_s": ready,
         "ready_from": how,
         "exec_wall_time": started_wall,
@@ -1770,6 +1776,8 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
                         f"({last['bytes_since']:,} bytes committed since its previous one), taken "
                         f"{last['seconds']:.1f} s after the controlled shutdown"
                     )
+                elif (why := r["no_shutdown_snapshot"]) is not None:
+                    print(f"    it stopped without a snapshot of its image: {why['event']} {why.get('error', '')}")
                 print(f"    exec to ready: {cpu_text(r)}")
             else:
                 print(f"    broker: NOT MEASURED  FAIL (<= {RESTART_TARGET_S:.0f} s): brokers are not observers here")
