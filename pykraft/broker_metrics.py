@@ -15,12 +15,12 @@ path), named after Kafka's broker MBeans:
   ``pykraft_broker_replica_series_omitted`` counts the replicas left out (0 under the cap, so a dashboard tells
   "capped" from "no replicas"); ``/metrics/replicas`` on the same port always lists every replica, for a scrape
   job that opts in. Two series per replica is two million lines per scrape at 2M partitions (RF 3, 6 brokers);
-  capped, the main scrape costs one pass over the replicas for the counts above and no line per replica;
+  capped, the main scrape walks only the replicas led here for the counts above (all of them only while a follower
+  quota is in force) and writes no line per replica;
 - with a metadata observer (``--controller-quorum-voters``): its ``kafka_raft_*`` and
   ``pykraft_metadata_last_applied_offset{,_lag}`` (also as Kafka's ``kafka_server_metadata_last_applied_offset``),
   and ``pykraft_broker_replicas_applied_offset``: the image's last offset the replica manager holds all of (it
-  applies the image's changes after the image replays them, a slice at a time; after a 2M-partition creation it
-  held everything 29-44 s after the image caught up);
+  applies the image's changes after the image replays them, a slice at a time: the README gives how far behind);
 - ``process_*``, ``python_*``, ``pykraft_gc_*`` and ``pykraft_build_info`` as the controllers have them.
 
 :func:`serve_broker_metrics` serves both paths from one port; any other path answers what ``/metrics`` does, as
@@ -40,7 +40,7 @@ from prometheus_client.samples import Sample
 
 from pykraft.metrics import MetadataCollector, RaftCollector, register_process_collectors, single_samples
 from pykraft.metrics_http import ReloadingSslContext, WsgiApp, serve_wsgi
-from pykraft.replica.manager import ReplicaManager, under_replicated
+from pykraft.replica.manager import ReplicaManager
 from pykraft.replica.partition import MESSAGE_BYTES, Partition
 from pykraft.replica.throttle import TokenBucket
 
@@ -104,12 +104,8 @@ class BrokerCollector(Collector):
         # The replicas this scrape walks: those led here (a third of those held at RF 3), and every one only when
         # it needs them all (each replica's series, or a follower quota to check). The throttle checks are skipped
         # outright while a side is unthrottled: each would answer False, a method call per replica for nothing.
-        leader_limited, follower_limited = not t.leader.unlimited, not t.follower.unlimited
-        led_replicas = m.led_replicas()
-        led = len(led_replicas)
-        under = sum(1 for p in led_replicas if under_replicated(p))
-        reassigning = sum(1 for p in led_replicas if p.is_reassigning)
-        leader_throttled = sum(1 for p in led_replicas if m.throttled(p)) if leader_limited else 0
+        follower_limited = not t.follower.unlimited
+        led, under, reassigning, _, leader_throttled = m.led_counts()
         partitions = list(m.partitions.values()) if follower_limited or not omitted else []  # a copy, as above
         follower_throttled = (
             sum(1 for p in partitions if not p.is_leader and m.follower_throttled(p)) if follower_limited else 0

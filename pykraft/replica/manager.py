@@ -80,6 +80,16 @@ class ReplicaInfo(NamedTuple):
     throttled: bool  # its replication is throttled now (as a leader towards some follower, or as a follower)
 
 
+class LedCounts(NamedTuple):
+    """The replicas a broker leads: how many, and how many are in each state its status and metrics report."""
+
+    leaders: int
+    under_replicated: int
+    reassigning: int
+    pending_isr_changes: int
+    leader_throttled: int  # throttled towards some follower now (0 while no leader quota is in force)
+
+
 class ReplicaManager(SessionFetching):
     def __init__(
         self,
@@ -261,6 +271,19 @@ class ReplicaManager(SessionFetching):
     def led_replicas(self) -> list[Partition]:
         """The replicas led here, as a list (a copy: safe to read on another thread while the loop changes them)."""
         return list(self._led.values())
+
+    def led_counts(self) -> LedCounts:
+        """The replicas led here, counted in one pass over :meth:`led_replicas` (the metrics thread asks too);
+        ``leader_throttled`` only while a leader quota is in force (else none can be)."""
+        limited = not self.throttles.leader.unlimited
+        under = reassigning = pending = throttled = 0
+        led = self.led_replicas()
+        for p in led:
+            under += under_replicated(p)
+            reassigning += p.is_reassigning
+            pending += p.pending is not None
+            throttled += limited and self.throttled(p)
+        return LedCounts(len(led), under, reassigning, pending, throttled)
 
     def topics_to_watch(self) -> set[str]:
         """Topics whose throttle configs this broker needs: where it holds a replica that is out of the ISR (its
@@ -590,11 +613,13 @@ class ReplicaManager(SessionFetching):
             out["log_end_offset_sum"] = sum(p.log_end_offset for p in partitions)
         if not (self.unbounded and self.throttles.leader.unlimited):
             out["throttled"] = sum(1 for p in partitions if self.throttled(p))
-        out["leaders"] = len(self._led)
-        for p in self._led.values():
-            out["under_replicated"] += under_replicated(p)
-            out["reassigning"] += p.is_reassigning
-            out["pending_isr_changes"] += p.pending is not None
+        led = self.led_counts()
+        out.update(
+            leaders=led.leaders,
+            under_replicated=led.under_replicated,
+            reassigning=led.reassigning,
+            pending_isr_changes=led.pending_isr_changes,
+        )
         return out
 
     def describe_replicas(self, wanted: Collection[tuple[bytes, int]] | None = None) -> list[ReplicaInfo]:
