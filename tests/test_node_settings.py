@@ -53,6 +53,8 @@ def test_config_file_then_override_wins(tmp_path: Path) -> None:
         ("replica.placement.strategy=nope", "replica.placement.strategy"),
         ("pykraft.quorum.fetch.silence.ms=500", "fetch.silence.ms must be 0 \\(off\\) or above the fetch max wait"),
         ("pykraft.quorum.fetch.silence.ms=soon", "pykraft.quorum.fetch.silence.ms must be an integer"),
+        ("pykraft.quorum.high.watermark.linger.ms=501", "linger.ms must be at most the fetch max wait \\(500 ms\\)"),
+        ("pykraft.quorum.high.watermark.linger.ms=-1", "pykraft.quorum.high.watermark.linger.ms must not be negative"),
     ],
 )
 def test_bad_values_are_config_errors_naming_the_property(tmp_path: Path, override: str, named: str) -> None:
@@ -64,6 +66,12 @@ def test_the_silence_rule_is_on_by_default_and_can_be_turned_off(tmp_path: Path)
     assert settings(tmp_path).raft.fetch_silence_ms == 900
     assert settings(tmp_path, "--override", "pykraft.quorum.fetch.silence.ms=0").raft.fetch_silence_ms == 0
     assert settings(tmp_path, "--override", "pykraft.quorum.fetch.silence.ms=1200").raft.fetch_silence_ms == 1200
+
+
+def test_the_high_watermark_linger_defaults_to_10_ms_and_0_is_kafkas_rule(tmp_path: Path) -> None:
+    assert settings(tmp_path).raft.high_watermark_linger_ms == 10
+    override = "pykraft.quorum.high.watermark.linger.ms=0"
+    assert settings(tmp_path, "--override", override).raft.high_watermark_linger_ms == 0
 
 
 def test_missing_config_file_is_named(tmp_path: Path) -> None:

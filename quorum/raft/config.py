@@ -59,6 +59,13 @@ class RaftConfig:
     # about to ask for real votes, and two candidates would split them. Winning its own pre-vote meanwhile, it
     # asks again once the time is up.
     pre_vote_yield_ms: int = 100
+    # pykraft.quorum.high.watermark.linger.ms — a parked fetch whose only news is a higher high watermark waits up
+    # to this long for records to carry it. Every commit moves the high watermark, so answering at once (Kafka
+    # since KAFKA-14145) sends each follower and observer two answers per commit, each answer and the fetch after it
+    # a gRPC message both ends pay for; under steady writes the next records come within the linger and one answer
+    # carries both. The cost: a follower learns of a commit up to this much later (it only delays what its listener
+    # applies; the leader's commit and its answers to clients do not wait). 0: answered at once.
+    high_watermark_linger_ms: int = 10
 
     KAFKA_NAMES: ClassVar[dict[str, str]] = {
         "controller.quorum.election.timeout.ms": "election_timeout_ms",
@@ -68,6 +75,7 @@ class RaftConfig:
         "controller.quorum.request.timeout.ms": "request_timeout_ms",
         "controller.quorum.retry.backoff.ms": "retry_backoff_ms",
         "pykraft.quorum.fetch.silence.ms": "fetch_silence_ms",  # ours: Kafka has no such setting
+        "pykraft.quorum.high.watermark.linger.ms": "high_watermark_linger_ms",  # ours
     }
 
     def __post_init__(self) -> None:
@@ -81,6 +89,11 @@ class RaftConfig:
             raise ValueError(
                 f"pykraft.quorum.fetch.silence.ms must be 0 (off) or above the fetch max wait "
                 f"({self.fetch_max_wait_ms} ms), got {self.fetch_silence_ms}"
+            )
+        if self.high_watermark_linger_ms > self.fetch_max_wait_ms:
+            raise ValueError(
+                f"pykraft.quorum.high.watermark.linger.ms must be at most the fetch max wait "
+                f"({self.fetch_max_wait_ms} ms), got {self.high_watermark_linger_ms}"
             )
 
     @classmethod

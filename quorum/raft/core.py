@@ -14,7 +14,9 @@ log diverges — or, when the follower needs offsets below the leader's log star
 id of its latest snapshot, which the follower pulls in chunks (FetchSnapshot), installs, and fetches on from.
 A follower fetches again only once what it appended is flushed, so its fetch offset tells the leader
 exactly what it holds durably. The high watermark is the largest offset durable on a majority (the leader counted
-only after its own flush) once it passes the start of the leader's epoch.
+only after its own flush) once it passes the start of the leader's epoch. A fetch with nothing new waits (parked)
+up to the fetch max wait; a higher high watermark alone answers it only after a short linger, so that under
+steady writes the next records carry it (one answer per commit, not two).
 
 An *observer* (a node not among the voters: a broker) replicates the log the same way but never votes, never
 stands for election and never counts for the high watermark. It finds the leader by itself: with no leader known
@@ -818,11 +820,13 @@ class RaftCore(SilentLeader, SnapshotFetching):
         s.end_offset = m.fetch_offset
         self._update_leader_hw(r, now)
         self._maybe_drain(r, now)  # a commit lets the next batch go, in this very answer
-        if m.fetch_offset < self.log.end_offset or s.sent_high_watermark < self._leader_hw(r) or m.max_wait_ms <= 0:
+        if m.fetch_offset < self.log.end_offset or m.max_wait_ms <= 0:
             self._answer_fetch(r, source, m, now)
         else:
             s.parked = m
             s.parked_deadline = now + min(m.max_wait_ms, self.config.fetch_max_wait_ms)
+            if s.sent_high_watermark < self._leader_hw(r):
+                self._linger_high_watermark(r, source, s, now)
 
     def _snapshot_needed(self, m: FetchRequest) -> SnapshotId | None:
         """The snapshot to send instead of records (Kafka's validateOffsetAndEpoch): the fetcher needs offsets below
@@ -874,8 +878,21 @@ class RaftCore(SilentLeader, SnapshotFetching):
         hw = self._leader_hw(r)
         end = self.log.end_offset
         for replica_id, s in r.all_replicas():
-            if s.parked is not None and (s.parked.fetch_offset < end or s.sent_high_watermark < hw):
+            if s.parked is None:
+                continue
+            if s.parked.fetch_offset < end:
                 self._answer_fetch(r, replica_id, s.parked, now)
+            elif s.sent_high_watermark < hw:
+                self._linger_high_watermark(r, replica_id, s, now)
+
+    def _linger_high_watermark(self, r: Leader, replica_id: int, s: ReplicaState, now: int) -> None:
+        """A parked fetch whose only news is a higher high watermark is answered within high_watermark_linger_ms,
+        or sooner with records (0: at once). See RaftConfig."""
+        linger = self.config.high_watermark_linger_ms
+        if linger <= 0:
+            self._answer_fetch(r, replica_id, s.parked, now)
+        else:
+            s.parked_deadline = min(s.parked_deadline, now + linger)
 
     def _fail_parked_fetches(self, r: Leader) -> None:
         for replica_id, s in r.all_replicas():

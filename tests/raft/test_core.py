@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 from quorum.errors import Errors
 from quorum.log.batch import build_batch, iter_batches
+from quorum.raft.config import RaftConfig
 from quorum.raft.core import RaftCore
 from quorum.raft.messages import (
     BeginQuorumEpochRequest,
@@ -22,9 +24,9 @@ from quorum.sim.storage import SimLog, SimStore
 CFG = SIM_CONFIG
 
 
-def make_core(node_id: int, voters: list[int], log: SimLog | None = None) -> RaftCore:
+def make_core(node_id: int, voters: list[int], log: SimLog | None = None, config: RaftConfig = CFG) -> RaftCore:
     return RaftCore(
-        node_id=node_id, voters=voters, cluster_id=CLUSTER_ID, log=log or SimLog(), store=SimStore(), config=CFG,
+        node_id=node_id, voters=voters, cluster_id=CLUSTER_ID, log=log or SimLog(), store=SimStore(), config=config,
         rng=random.Random(node_id), now_ms=0,
     )  # fmt: skip
 
@@ -102,10 +104,10 @@ def test_follower_back_from_prospective_waits_for_its_flush() -> None:
     assert fetch.fetch_offset == 2 == log.durable_end
 
 
-def elected_leader() -> tuple[RaftCore, int]:
+def elected_leader(config: RaftConfig = CFG) -> tuple[RaftCore, int]:
     """Node 1 of three, elected (every voter grants every (pre-)vote at once); its LeaderChange batch written and
     flushed, not committed. Returns it and the time."""
-    core = make_core(1, [1, 2, 3])
+    core = make_core(1, [1, 2, 3], config=config)
     now = 0
     for _ in range(10):
         now = max(now, core.next_deadline())
@@ -165,6 +167,58 @@ def test_appends_gather_while_a_batch_awaits_its_commit() -> None:
     assert core.log.end_offset == first + 4
     core.tick(now + CFG.append_linger_ms)
     assert core.log.end_offset == first + 5
+
+
+def _answers(core: RaftCore) -> list[tuple[int, FetchResponse]]:
+    return [(e.destination, e.message) for e in core.take_messages() if isinstance(e.message, FetchResponse)]
+
+
+def test_a_higher_high_watermark_alone_waits_for_records_to_carry_it() -> None:
+    """Every commit moves the high watermark. A parked fetch whose only news is that waits up to the linger: records
+    appended meanwhile go out in the same answer (one answer per commit, not two); with none, the high watermark
+    goes alone once the linger is up. With a linger of 0 it goes at once, as in Kafka."""
+    linger = CFG.high_watermark_linger_ms
+    assert 0 < linger < CFG.fetch_max_wait_ms
+    core, now = elected_leader()
+
+    def long_poll(voter: int, offset: int, correlation: int) -> Envelope:
+        return Envelope(
+            voter, 1, FetchRequest(CLUSTER_ID, voter, core.epoch, offset, core.epoch, 1 << 20, 500, correlation)
+        )
+
+    # Voter 2 holds the LeaderChange record: that commits it; its own fetch (and 3's, parked) learn of it later.
+    core.handle(long_poll(3, 1, correlation=1), now)
+    core.handle(long_poll(2, 1, correlation=2), now)
+    assert core.high_watermark == 1
+    assert _answers(core) == []
+    assert core.next_deadline() == now + linger
+    # Records within the linger: one answer each, records and high watermark together.
+    offset = core.append(core.epoch, [b"x"], now + 1)
+    answers = _answers(core)
+    assert sorted(v for v, _ in answers) == [2, 3]
+    assert all(
+        a.high_watermark == 1 and [b.base_offset for b in iter_batches(a.records)] == [offset] for _, a in answers
+    )
+    flush_now(core, now + 1)
+    # Voter 2 acknowledges the record: committed; nothing else comes, so the high watermark goes alone at the linger.
+    core.handle(long_poll(2, offset + 1, correlation=3), now + 2)
+    core.handle(long_poll(3, offset + 1, correlation=4), now + 2)
+    assert core.high_watermark == offset + 1
+    assert _answers(core) == []
+    core.tick(now + 2 + linger - 1)
+    assert _answers(core) == []
+    core.tick(now + 2 + linger)
+    answers = _answers(core)
+    assert sorted((v, a.high_watermark, a.records) for v, a in answers) == [(2, offset + 1, b""), (3, offset + 1, b"")]
+    # A probe (max wait 0) is answered at once, whatever it brings.
+    core.handle(Envelope(2, 1, fetch_from(2, core, offset + 1, correlation=5)), now + 20)
+    assert [v for v, _ in _answers(core)] == [2]
+
+    kafka, now = elected_leader(dataclasses.replace(CFG, high_watermark_linger_ms=0))
+    core = kafka
+    core.handle(long_poll(3, 1, correlation=1), now)
+    core.handle(long_poll(2, 1, correlation=2), now)
+    assert sorted((v, a.high_watermark) for v, a in _answers(core)) == [(2, 1), (3, 1)]
 
 
 def test_candidate_in_backoff_keeps_a_future_deadline() -> None:
