@@ -104,6 +104,7 @@ class MetadataLog:
         self._epochs_dirty = False
         self._flushed_offset = self.end_offset
         self._flush_lock = threading.Lock()  # flush may run on an executor thread while the loop appends
+        self._flushed_at = (self._segments[-1], self._segments[-1].size)  # (segment, its size) at the last flush
         self.deleter = snapshots.deleter  # retention's files (segments, snapshots) go through it
 
     # -- opening -------------------------------------------------------------------------------------------------
@@ -271,6 +272,13 @@ class MetadataLog:
         return next((i for i in reversed(self.snapshots.ids) if i.end_offset == start), None)
 
     @property
+    def unflushed_bytes(self) -> int:
+        """About what the next flush has to write: the active segment's bytes appended since the last flush."""
+        segment, size = self._flushed_at
+        active = self._segments[-1]
+        return max(0, active.size - size) if segment is active else active.size
+
+    @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
@@ -343,8 +351,10 @@ class MetadataLog:
         with self._flush_lock:
             target = self.end_offset
             active = self._segments[-1]
+            size = active.size
             if target > self._flushed_offset:
                 active.flush()
+            self._flushed_at = (active, size)
             if self._epochs_dirty:
                 self._epochs_dirty = False
                 self.epochs.write(self.dir / CHECKPOINT_NAME)

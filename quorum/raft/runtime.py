@@ -48,6 +48,11 @@ from quorum.transport.peer import PeerTransport
 log = structlog.get_logger("quorum.raft.runtime")
 
 DELIVERY_CHUNK_BYTES = 1024 * 1024
+# A voter following the leader fsyncs what it fetched on the loop when it is at most this much: a thread's round
+# trip (submit, wake, call back into the loop) costs ~0.2 ms here, more than the fsync of a small write, and it sits
+# on every commit's path (measured, sequential writes, 3 voters on loopback: commit p50 -0.12 to -0.32 ms). More
+# than this goes to the thread, so that a standby catching up applies committed batches while its disk writes.
+INLINE_FLUSH_MAX_BYTES = 64 * 1024
 CLEAN_INTERVAL_S = 60.0  # how often retention runs besides after each snapshot
 
 
@@ -419,6 +424,25 @@ class RaftNode:
             self._core.tick(self._now())
             self._after()
 
+    def _send_messages(self, core: RaftCore) -> None:
+        for env in core.take_messages():
+            if isinstance(env.message, FetchRequest):
+                self.follower_trace.passed("fetch_sent", env.message.fetch_offset)
+            self.transport.send(env)
+
+    def _flush_inline(self, core: RaftCore) -> bool:
+        """A voter following the leader, with little to flush, fsyncs on the loop (as Kafka's raft thread does)
+        and sends its next fetch, which acknowledges the records, in the same turn. False after a fatal fault."""
+        try:
+            offset = self.log.flush()
+        except OSError as e:
+            self._fatal("flushing the metadata log", e)
+            return False
+        core.flushed(offset, self._now())
+        self.follower_trace.passed("flushed", self.log.flushed_offset)
+        self._send_messages(core)
+        return True
+
     def _flushed(self, flush: asyncio.Future[int]) -> None:
         if flush.cancelled():
             return
@@ -457,17 +481,17 @@ class RaftNode:
 
     def _after(self) -> None:
         core = self._core
-        for env in core.take_messages():
-            if isinstance(env.message, FetchRequest):
-                self.follower_trace.passed("fetch_sent", env.message.fetch_offset)
-            self.transport.send(env)
+        self._send_messages(core)
         self.leader_trace.passed("written", self.log.end_offset)
         if core.is_leader:
             self.leader_trace.passed("committed", core.high_watermark)
         if core.poll_flush():
-            # fdatasync on its own thread: the loop keeps appending and answering meanwhile.
-            self._flush = asyncio.get_running_loop().run_in_executor(self._flusher, self.log.flush)
-            self._flush.add_done_callback(self._flushed)
+            if core.is_leader or core.observer or self.log.unflushed_bytes > INLINE_FLUSH_MAX_BYTES:
+                # fdatasync on its own thread: the loop keeps appending, answering and applying meanwhile.
+                self._flush = asyncio.get_running_loop().run_in_executor(self._flusher, self.log.flush)
+                self._flush.add_done_callback(self._flushed)
+            elif not self._flush_inline(core):
+                return
         if core.leader_id != self._leader.leader_id or core.epoch != self._leader.epoch:
             self._leader = LeaderAndEpoch(core.leader_id, core.epoch)
             self.leader_trace.abandon()
