@@ -403,7 +403,7 @@ class RaftNode:
         m = env.message
         if isinstance(m, FetchRequest) and env.source in self.voters:
             self.leader_trace.passed("replicated", m.fetch_offset)
-        elif isinstance(m, FetchResponse) and m.records and not self.core.observer:  # observers flush nothing
+        elif isinstance(m, FetchResponse) and m.records:
             self.follower_trace.start(self.log.end_offset)
         with self._fail_stop(f"handling {type(env.message).__name__} from node {env.source}"):
             self.core.handle(env, self._now())
