@@ -69,6 +69,19 @@ async def leader(tmp_path: Path) -> AsyncIterator[RaftNode]:
     await node.shutdown(graceful=False)
 
 
+@pytest.fixture
+async def unattached(tmp_path: Path) -> AsyncIterator[RaftNode]:
+    """Node 1 of three voters, started; peers 2 and 3 never come up (messages from them are delivered by hand)."""
+    node = make_node(tmp_path, voters=3)
+    node.start()
+    yield node
+    await node.shutdown(graceful=False)
+
+
+def eio(fd: int) -> None:
+    raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+
 def faults_of(node: RaftNode) -> list:
     return node.faults.faults  # type: ignore[attr-defined]
 
@@ -79,9 +92,6 @@ async def test_a_failed_fdatasync_stops_the_node_instead_of_wedging_it(
     epoch = leader.leader_and_epoch.epoch
     offset = leader.append(epoch, [b"before"])
     assert await asyncio.wait_for(leader.wait_committed(offset, epoch), 5) == offset
-
-    def eio(fd: int) -> None:
-        raise OSError(errno.EIO, os.strerror(errno.EIO))
 
     monkeypatch.setattr(os, "fdatasync", eio)
     offset = leader.append(epoch, [b"never acknowledged"])
@@ -102,49 +112,43 @@ async def test_a_failed_fdatasync_stops_the_node_instead_of_wedging_it(
     assert leader.high_watermark == offset and len(faults_of(leader)) == 1
 
 
-async def test_a_failed_rename_of_quorum_state_stops_the_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    node = make_node(tmp_path, voters=3)  # peers 2 and 3 never come up: node 1 stays unattached
-    node.start()
-    try:
-        real_replace = os.replace
+async def test_a_failed_rename_of_quorum_state_stops_the_node(
+    unattached: RaftNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = unattached
+    real_replace = os.replace
 
-        def failing_replace(src: object, dst: object, **kw: object) -> None:
-            if str(dst).endswith(QUORUM_STATE_NAME):
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(src), None, os.fspath(dst))
-            real_replace(src, dst, **kw)  # type: ignore[arg-type]
+    def failing_replace(src: object, dst: object, **kw: object) -> None:
+        if str(dst).endswith(QUORUM_STATE_NAME):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.fspath(src), None, os.fspath(dst))
+        real_replace(src, dst, **kw)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(os, "replace", failing_replace)
-        # A vote request in a later epoch: the node must store the new epoch before it may answer.
-        node.transport._deliver(Envelope(2, 1, VoteRequest(CLUSTER, 2, 5, 0, 0, pre_vote=False, correlation_id=1)))
-        [fault] = faults_of(node)
-        assert fault.message == "storage fault while handling VoteRequest from node 2"
-        fields = fault.fields()
-        assert fields["errno"] == "ENOSPC" and fields["file"].endswith(QUORUM_STATE_NAME + ".tmp"), fields
-        assert node.failed and node.core is not None and node.core.epoch == 0  # nothing acted on the new epoch
-    finally:
-        await node.shutdown(graceful=False)
+    monkeypatch.setattr(os, "replace", failing_replace)
+    # A vote request in a later epoch: the node must store the new epoch before it may answer.
+    node.transport._deliver(Envelope(2, 1, VoteRequest(CLUSTER, 2, 5, 0, 0, pre_vote=False, correlation_id=1)))
+    [fault] = faults_of(node)
+    assert fault.message == "storage fault while handling VoteRequest from node 2"
+    fields = fault.fields()
+    assert fields["errno"] == "ENOSPC" and fields["file"].endswith(QUORUM_STATE_NAME + ".tmp"), fields
+    assert node.failed and node.core is not None and node.core.epoch == 0  # nothing acted on the new epoch
 
 
-async def test_an_exception_out_of_the_core_is_fatal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    node = make_node(tmp_path, voters=3)
-    node.start()
-    try:
-        assert node.core is not None
+async def test_an_exception_out_of_the_core_is_fatal(unattached: RaftNode, monkeypatch: pytest.MonkeyPatch) -> None:
+    node = unattached
+    assert node.core is not None
 
-        def violate(*args: object) -> None:
-            raise SafetyViolation("asked to truncate below the high watermark")
+    def violate(*args: object) -> None:
+        raise SafetyViolation("asked to truncate below the high watermark")
 
-        monkeypatch.setattr(node.core, "handle", violate)
-        node.transport._deliver(Envelope(2, 1, BeginQuorumEpochRequest(CLUSTER, 2, 3, correlation_id=1)))
-        [fault] = faults_of(node)
-        assert fault.message == "fatal error while handling BeginQuorumEpochRequest from node 2"
-        fields = fault.fields()
-        assert fields["error"] == "SafetyViolation: asked to truncate below the high watermark"
-        assert "Traceback" in fields["traceback"] and "violate" in fields["raised_at"], fields
-        node.transport._deliver(Envelope(2, 1, BeginQuorumEpochRequest(CLUSTER, 2, 3, correlation_id=2)))
-        assert len(faults_of(node)) == 1, "a stopped node takes no more input"
-    finally:
-        await node.shutdown(graceful=False)
+    monkeypatch.setattr(node.core, "handle", violate)
+    node.transport._deliver(Envelope(2, 1, BeginQuorumEpochRequest(CLUSTER, 2, 3, correlation_id=1)))
+    [fault] = faults_of(node)
+    assert fault.message == "fatal error while handling BeginQuorumEpochRequest from node 2"
+    fields = fault.fields()
+    assert fields["error"] == "SafetyViolation: asked to truncate below the high watermark"
+    assert "Traceback" in fields["traceback"] and "violate" in fields["raised_at"], fields
+    node.transport._deliver(Envelope(2, 1, BeginQuorumEpochRequest(CLUSTER, 2, 3, correlation_id=2)))
+    assert len(faults_of(node)) == 1, "a stopped node takes no more input"
 
 
 def following(node: RaftNode) -> int:
@@ -160,49 +164,37 @@ def records_from_2(correlation: int, *values: bytes, base_offset: int = 0) -> En
     return Envelope(2, 1, FetchResponse(Errors.NONE, 1, 2, -1, batch, correlation_id=correlation))
 
 
-async def test_a_follower_fsyncs_a_small_fetch_on_the_loop_and_acknowledges_it_at_once(tmp_path: Path) -> None:
+async def test_a_follower_fsyncs_a_small_fetch_on_the_loop_and_acknowledges_it_at_once(unattached: RaftNode) -> None:
     """Kafka's voters flush fetched records in the raft thread before fetching again; a thread's round trip would
     add ~0.2 ms to every commit. A large fetch still goes to the flush thread (the loop applies batches meanwhile)."""
-    node = make_node(tmp_path, voters=3)  # peers 2 and 3 are not up: messages are delivered by hand
-    node.start()
-    try:
-        first = following(node)
-        node.transport._deliver(records_from_2(first, b"a", b"b"))
-        # Flushed and acknowledged in the same turn: the next fetch already names offset 2, nothing awaited.
-        role = node.core.role  # type: ignore[union-attr]
-        assert node.log.flushed_offset == 2 and role.fetch_correlation not in (None, first)
-        assert not role.awaiting_flush
-        second = role.fetch_correlation
-        big = [bytes(1000)] * (INLINE_FLUSH_MAX_BYTES // 1000 + 1)
-        node.transport._deliver(records_from_2(second, *big, base_offset=2))
-        assert node.log.flushed_offset == 2 and role.awaiting_flush  # on the thread: not done yet
-        async with asyncio.timeout(5):
-            while role.awaiting_flush:
-                await asyncio.sleep(0.01)
-        assert node.log.flushed_offset == node.log.end_offset > 2 and not faults_of(node)
-    finally:
-        await node.shutdown(graceful=False)
+    node = unattached
+    first = following(node)
+    node.transport._deliver(records_from_2(first, b"a", b"b"))
+    # Flushed and acknowledged in the same turn: the next fetch already names offset 2, nothing awaited.
+    role = node.core.role  # type: ignore[union-attr]
+    assert node.log.flushed_offset == 2 and role.fetch_correlation not in (None, first)
+    assert not role.awaiting_flush
+    second = role.fetch_correlation
+    big = [bytes(1000)] * (INLINE_FLUSH_MAX_BYTES // 1000 + 1)
+    node.transport._deliver(records_from_2(second, *big, base_offset=2))
+    assert node.log.flushed_offset == 2 and role.awaiting_flush  # on the thread: not done yet
+    async with asyncio.timeout(5):
+        while role.awaiting_flush:
+            await asyncio.sleep(0.01)
+    assert node.log.flushed_offset == node.log.end_offset > 2 and not faults_of(node)
 
 
-async def test_a_failed_fdatasync_on_a_follower_stops_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    node = make_node(tmp_path, voters=3)
-    node.start()
-    try:
-        correlation = following(node)
-
-        def eio(fd: int) -> None:
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-
-        monkeypatch.setattr(os, "fdatasync", eio)
-        node.transport._deliver(records_from_2(correlation, b"never acknowledged"))
-        [fault] = faults_of(node)
-        assert fault.message == "storage fault while flushing the metadata log"
-        fields = fault.fields()
-        assert fields["errno"] == "EIO" and fields["role"] == "Follower" and fields["flushed_offset"] == 0, fields
-        role = node.core.role  # type: ignore[union-attr]
-        assert node.failed and role.awaiting_flush and role.fetch_correlation is None  # nothing acknowledged
-    finally:
-        await node.shutdown(graceful=False)
+async def test_a_failed_fdatasync_on_a_follower_stops_it(unattached: RaftNode, monkeypatch: pytest.MonkeyPatch) -> None:
+    node = unattached
+    correlation = following(node)
+    monkeypatch.setattr(os, "fdatasync", eio)
+    node.transport._deliver(records_from_2(correlation, b"never acknowledged"))
+    [fault] = faults_of(node)
+    assert fault.message == "storage fault while flushing the metadata log"
+    fields = fault.fields()
+    assert fields["errno"] == "EIO" and fields["role"] == "Follower" and fields["flushed_offset"] == 0, fields
+    role = node.core.role  # type: ignore[union-attr]
+    assert node.failed and role.awaiting_flush and role.fetch_correlation is None  # nothing acknowledged
 
 
 class Listener:
