@@ -438,10 +438,14 @@ class RaftNode:
         except OSError as e:
             self._fatal("flushing the metadata log", e)
             return False
-        core.flushed(offset, self._now())
-        self.follower_trace.passed("flushed", self.log.flushed_offset)
+        self._flush_done(core, offset)
         self._send_messages(core)
         return True
+
+    def _flush_done(self, core: RaftCore, offset: int) -> None:
+        core.flushed(offset, self._now())
+        self.leader_trace.passed("flushed", self.log.flushed_offset)
+        self.follower_trace.passed("flushed", self.log.flushed_offset)
 
     def _flushed(self, flush: asyncio.Future[int]) -> None:
         if flush.cancelled():
@@ -450,9 +454,7 @@ class RaftNode:
             self._fatal("flushing the metadata log", error)
         elif not self._stopped:
             with self._fail_stop("completing a flush"):
-                self._core.flushed(flush.result(), self._now())
-                self.leader_trace.passed("flushed", self.log.flushed_offset)
-                self.follower_trace.passed("flushed", self.log.flushed_offset)
+                self._flush_done(self._core, flush.result())
                 self._after()
 
     @contextlib.contextmanager
