@@ -1134,6 +1134,8 @@ async def snapshot_under_load(bench: Bench, window_s: float) -> dict[str, Any]:
             "records": generated[-1]["records"] if generated else None,
             "records_per_s": generated[-1].get("records_per_s") if generated else None,
             "frozen_logged": bool(frozen),
+            # The forked child's own CPU seconds: the rest of its wall time it waited for a core.
+            "child_cpu_s": frozen[-1].get("child_cpu_s") if frozen else None,
         },
     }
 
@@ -1706,7 +1708,8 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
             print(
                 f"    snapshot {s['id']} of c{r['leader']}: {s['bytes'] or 0:,} bytes, {s['records'] or 0:,} records, "
                 f"request to frozen {s['request_to_frozen_s']:.2f} s  {verdict} (<= {SNAPSHOT_TARGET_S:.0f} s); "
-                f"snapshot_generated {s['generated_s']} s ({s['records_per_s'] or 0:,} records/s)"
+                f"snapshot_generated {s['generated_s']} s ({s['records_per_s'] or 0:,} records/s); the child "
+                f"writing it used {s['child_cpu_s']} CPU s"
             )
             verdict = "PASS" if d["p99_ms"] <= APPENDER_P99_TARGET_MS and not d["failed"] else "FAIL"
             print(

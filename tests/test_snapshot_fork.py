@@ -47,6 +47,21 @@ async def test_the_child_writes_what_the_process_would(tmp_path: Path, executor:
         assert f.validate().data_records == len(RECORDS)
 
 
+async def test_the_childs_cpu_seconds_are_reported(tmp_path: Path, executor: ThreadPoolExecutor) -> None:
+    def busy_records():
+        start = time.process_time()  # the child's own CPU clock
+        while time.process_time() - start < 0.3:
+            pass
+        yield from RECORDS
+
+    file = writer(tmp_path)
+    child = start_child(file, busy_records())
+    assert child.cpu_seconds is None  # not reaped yet
+    await child.wait(executor)
+    assert child.cpu_seconds is not None and 0.3 <= child.cpu_seconds < 5
+    file.abort()
+
+
 async def test_a_failure_in_the_child_is_reported_and_leaves_no_file(tmp_path: Path, executor: ThreadPoolExecutor):
     def records():
         yield from RECORDS[:100]

@@ -59,6 +59,7 @@ class ChildWriter:
         self._answer = answer  # the read end of its answer pipe
         self._file = file
         self._done = False
+        self.cpu_seconds: float | None = None  # the child's user + system CPU, once it has been reaped by wait()
 
     async def wait(self, executor: Executor) -> tuple[int, int]:
         """The file's size and the records written, once the child has finished (its executor thread blocks, the
@@ -72,8 +73,9 @@ class ChildWriter:
             os.kill(self.pid, signal.SIGKILL)
             raise
         finally:
-            _, status = await asyncio.shield(loop.run_in_executor(executor, os.waitpid, self.pid, 0))
+            _, status, usage = await asyncio.shield(loop.run_in_executor(executor, os.wait4, self.pid, 0))
             os.close(self._answer)
+            self.cpu_seconds = usage.ru_utime + usage.ru_stime
         text = answer.decode(errors="replace")
         snapshot_id = self._file.snapshot_id
         if status == 0 and text.startswith("ok "):
