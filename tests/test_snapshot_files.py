@@ -158,6 +158,29 @@ def test_many_small_records_in_one_batch(tmp_path: Path) -> None:
     assert [r.offset for r in data.records()] == list(range(1, 40_001))
 
 
+@pytest.mark.parametrize(
+    ("count", "limit", "chunks"),
+    [(3, 100, 1), (200, 100, 1), (200, 1000, 3), (2000, 65_536, 1), (20_000, 4096, 1000), (20_000, 1 << 20, 3)],
+)
+def test_records_framed_by_runs_are_the_bytes_framed_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int, limit: int, chunks: int
+) -> None:
+    """The writer frames runs of records from tables (_encode_runs); one at a time (_encode) is the reference.
+    Sizes straddle the varint widths of lengths and of offset deltas (63/64, 8191/8192, 16383/16384 records in a
+    batch), records bigger than the batch limit, and appends of every size."""
+    rng = random.Random(count + limit)
+    sizes = (1, 2, 50, 60, 61, 62, 63, 64, 65, 120, 127, 128, 129, 200, 1000, 8190, 8191, 8192, 16_300, 16_383)
+    values = [os.urandom(9000)]  # bigger than most limits: alone in its batch
+    for _ in range(count - 1):
+        small = rng.random() < 0.9  # mostly small: many records to a batch, deltas past the widths' bounds
+        values.append(os.urandom(rng.choice(sizes[:8] if small else sizes)))
+    by_runs = write(tmp_path / "runs", values, max_batch_bytes=limit, chunks=chunks).read_bytes()
+    monkeypatch.setattr(snapshots, "_TABLED", 0)  # no value is below it: every record goes through _encode
+    one_at_a_time = write(tmp_path / "each", values, max_batch_bytes=limit, chunks=chunks).read_bytes()
+    assert by_runs == one_at_a_time
+    assert [r.value for b in batches_of(by_runs)[1:-1] for r in b.records()] == values
+
+
 def test_an_empty_snapshot_is_a_header_and_a_footer(tmp_path: Path) -> None:
     writer = SnapshotFileWriter(tmp_path, SnapshotId(0, 0), 0, timestamp_ms=TS)
     writer.append([])

@@ -16,10 +16,13 @@ import mmap
 import os
 import struct
 import time
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
+from itertools import accumulate
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, Self
@@ -63,6 +66,28 @@ def _middle(offset_delta: int) -> bytes:
 
 
 _MIDDLES = [_middle(i) for i in range(len(_ZIGZAG))]
+_TABLED = len(_ZIGZAG)  # value lengths and offset deltas below this have ready-made varints
+# The offset deltas whose varints have 1, 2 and 3 bytes: a run of records framed from one table ends at the next.
+_DELTA_WIDTHS = ((64, 1), (8192, 2), (_TABLED, 3))
+
+
+@cache
+def _tables(width: int) -> tuple[list[bytes], list[int]]:
+    """For records whose offset delta's varint has ``width`` bytes, indexed by the value's length: the record's
+    length varint, and its size with it."""
+    heads, sizes = [], []
+    for n in range(_TABLED):
+        size = 3 + width + len(_ZIGZAG[n]) + n + 1  # attributes, timestampDelta, delta, null key; vlen; value; headers
+        head = _ZIGZAG[size] if size < _TABLED else varint(size)
+        heads.append(head)
+        sizes.append(len(head) + size)
+    return heads, sizes
+
+
+def _framing(delta: int) -> tuple[int, list[bytes], list[int]]:
+    """For a record at ``delta`` (< _TABLED) in its batch: where its run of one delta width ends, and the tables."""
+    end, width = next(w for w in _DELTA_WIDTHS if delta < w[0])
+    return (end, *_tables(width))
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -234,17 +259,53 @@ class SnapshotFileWriter(_PartFile):
         if not records:
             return
         lengths = list(map(len, records))
-        if min(lengths) == 0:  # Kafka's reader rejects an empty value
+        shortest, longest = min(lengths), max(lengths)
+        if shortest == 0:  # Kafka's reader rejects an empty value
             raise ValueError("a metadata record value is never empty")
-        if max(lengths) > _MAX_VALUE:
-            raise ValueError(f"a record of {max(lengths)} bytes does not fit a batch of {MAX_BATCH_SIZE} bytes")
+        if longest > _MAX_VALUE:
+            raise ValueError(f"a record of {longest} bytes does not fit a batch of {MAX_BATCH_SIZE} bytes")
         with self._aborting():
-            self._encode(records)
+            if longest < _TABLED:
+                self._encode_runs(records, lengths)
+            else:
+                self._encode(records)
+
+    def _encode_runs(self, records: Sequence[bytes], lengths: list[int]) -> None:
+        # The per-record cost of writing a snapshot (2M records at 2M partitions), hence no Python code per record:
+        # for a run of records whose offset deltas have varints of one width, each record's total size and pieces
+        # come from tables indexed by its value's length, the run's sizes are summed by accumulate, the records
+        # that fit the open batch found by bisect, and the pieces laid out by slice assignment (all in C). Measured:
+        # 2.5x the records/s of _encode. The bytes are _encode's: the tests compare the two.
+        limit, i, total = self._max_batch_bytes, 0, len(records)
+        while i < total:
+            count, used = self._count, self._open_bytes
+            if count >= _TABLED:  # tiny records, more than the table's deltas in one batch: one at a time
+                self._encode(records[i : i + 1])
+                i += 1
+                continue
+            run_end, heads, sizes = _framing(count)
+            run = lengths[i : min(total, i + run_end - count)]
+            ends = list(accumulate(map(sizes.__getitem__, run)))
+            fit = bisect_right(ends, limit - used)
+            if not fit:
+                if count:
+                    self._close_batch()
+                    continue
+                fit = 1  # a record bigger than the limit goes alone in its batch
+            run = run[:fit]
+            pieces = [b"\x00"] * (5 * fit)  # every record ends with its headers count, 0
+            pieces[0::5] = map(heads.__getitem__, run)
+            pieces[1::5] = _MIDDLES[count : count + fit]
+            pieces[2::5] = map(_ZIGZAG.__getitem__, run)
+            pieces[3::5] = records[i : i + fit]
+            self._parts += pieces
+            self._count, self._open_bytes = count + fit, used + ends[fit - 1]
+            i += fit
 
     def _encode(self, records: Sequence[bytes]) -> None:
-        # The per-record cost of writing a snapshot, hence locals and ready-made varints: each record is appended
-        # as pieces (length; attributes, timestampDelta 0, offsetDelta and null key; value length; value; no
-        # headers) joined once per batch.
+        # One record at a time: values of _TABLED bytes or more, deltas beyond the tables. Locals and ready-made
+        # varints: each record is appended as pieces (length; attributes, timestampDelta 0, offsetDelta and null
+        # key; value length; value; no headers) joined once per batch.
         zz, small, middles = _ZIGZAG, len(_ZIGZAG), _MIDDLES
         limit = self._max_batch_bytes
         parts, count, used = self._parts, self._count, self._open_bytes
