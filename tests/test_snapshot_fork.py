@@ -116,3 +116,98 @@ def test_a_child_nobody_waits_for_is_killed_and_reaped(tmp_path: Path) -> None:
     child.kill()  # twice: nothing more to do
     file.abort()
     assert list(tmp_path.iterdir()) == []
+
+
+# -- the records in runs: the child's helpers encode all but the first at the same time ---------------------------
+
+
+def in_runs(*runs: list[bytes]):
+    asked: list[int] = []
+
+    def split(n: int) -> list[list[bytes]]:
+        asked.append(n)  # in the child: the parent never sees it
+        return list(runs)
+
+    return split, asked
+
+
+async def test_runs_written_by_helpers_hold_every_record_in_order(tmp_path: Path, executor: ThreadPoolExecutor):
+    split, asked = in_runs(RECORDS[:10_000], RECORDS[10_000:])
+    file = writer(tmp_path)
+    child = start_child(file, split)
+    size, count = await child.wait(executor)
+    assert asked == []  # asked in the child, as the image it reads is the child's
+    assert count == len(RECORDS) and size == file.path.stat().st_size
+    assert sorted(p.name for p in tmp_path.iterdir()) == [file.path.name]  # the helper's piece was removed
+    file.publish(size)
+    with SnapshotFile.open(file.final_path) as f:
+        info = f.validate()  # offsets run on from the child's records into the piece's, CRCs hold
+        batches = list(f.data_batches())
+    assert info.data_records == len(RECORDS)
+    assert [r.value for b in batches for r in b.records()] == RECORDS
+    assert [r.offset for b in batches for r in b.records()] == list(range(1, len(RECORDS) + 1))
+
+
+async def test_the_helpers_cpu_is_the_childs(tmp_path: Path, executor: ThreadPoolExecutor) -> None:
+    def busy(records: list[bytes]):
+        start = time.process_time()
+        while time.process_time() - start < 0.3:
+            pass
+        yield from records
+
+    file = writer(tmp_path)
+    child = start_child(file, lambda n: [iter(RECORDS[:10]), busy(RECORDS[10:])])
+    await child.wait(executor)
+    assert child.cpu_seconds is not None and 0.3 <= child.cpu_seconds < 5  # the busy run was the helper's
+    file.abort()
+
+
+async def test_a_failing_helper_fails_the_snapshot_and_leaves_no_file(tmp_path: Path, executor: ThreadPoolExecutor):
+    def failing():
+        yield from RECORDS[:100]
+        raise OSError(28, "No space left on device")
+
+    file = writer(tmp_path)
+    with pytest.raises(SnapshotChildError, match=r"piece 1: OSError: \[Errno 28\] No space left on device"):
+        await write_in_child(file, lambda n: [iter(RECORDS[:100]), failing()], executor)
+    file.abort()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_killed_childs_helpers_die_and_their_pieces_are_removed(tmp_path: Path) -> None:
+    marker = tmp_path / "helper-started"
+
+    def endless():
+        marker.write_text(str(os.getpid()))
+        while True:
+            time.sleep(0.01)
+            yield RECORDS[0]
+
+    file = writer(tmp_path)
+    child = start_child(file, lambda n: [iter(RECORDS[:10]), endless()])
+    for _ in range(500):
+        if marker.exists() and marker.read_text():
+            break
+        time.sleep(0.01)
+    helper = int(marker.read_text())
+    assert helper not in (os.getpid(), child.pid)
+    assert (tmp_path / f"{SNAPSHOT.file_name[: -len('.checkpoint')]}.piece-1.checkpoint.part").exists()
+    child.kill()
+    for _ in range(500):  # the kernel kills the helper once its parent is gone (PR_SET_PDEATHSIG)
+        if not alive(helper):
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail(f"helper {helper} outlived the child it belongs to")
+    file.abort()
+    marker.unlink()
+    assert list(tmp_path.iterdir()) == []
+
+
+def alive(pid: int) -> bool:
+    """Running: a zombie (dead, not yet reaped by whoever inherited it) is not."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

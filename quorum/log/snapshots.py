@@ -29,6 +29,7 @@ from typing import BinaryIO, Self
 
 # batch.py's table of zig-zag varints and its batch sealing (header + CRC), shared by this faster record encoder.
 from quorum.log.batch import (
+    _BASE_OFFSET,
     _ZIGZAG,
     HEADER_SIZE,
     MAX_BATCH_SIZE,
@@ -142,10 +143,10 @@ class SnapshotInfo:
 class _PartFile:
     """A ``.part`` file that is renamed to its ``.checkpoint`` name once complete and durable, or removed."""
 
-    def __init__(self, directory: Path, snapshot_id: SnapshotId) -> None:
+    def __init__(self, directory: Path, snapshot_id: SnapshotId, piece: int = 0) -> None:
         self.directory = Path(directory)
         self.snapshot_id = snapshot_id
-        self.path = self.directory / (snapshot_id.file_name[: -len(SNAPSHOT_SUFFIX)] + PART_SUFFIX)
+        self.path = piece_path(self.directory, snapshot_id, piece)
         self.final_path = self.directory / snapshot_id.file_name
         if self.final_path.exists():  # a snapshot is immutable; Kafka refuses to create one twice as well
             raise FileExistsError(errno.EEXIST, "snapshot already exists", str(self.final_path))
@@ -183,6 +184,13 @@ class _PartFile:
         self._state = "frozen"
         fsync_dir(self.directory)
         return self.final_path
+
+    def detach(self) -> None:
+        """Close this process's descriptor and leave the file to the process that writes it (a forked one)."""
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+        self._state = "detached"
 
     def abort(self) -> None:
         """Close and remove the ``.part`` file (nothing once frozen); safe to call more than once."""
@@ -229,10 +237,12 @@ class SnapshotFileWriter(_PartFile):
         *,
         max_batch_bytes: int = 1 << 20,
         timestamp_ms: int | None = None,
+        piece: int = 0,
     ) -> None:
         if not HEADER_SIZE < max_batch_bytes <= MAX_BATCH_SIZE:
             raise ValueError(f"max_batch_bytes must be in ({HEADER_SIZE}, {MAX_BATCH_SIZE}], got {max_batch_bytes}")
-        super().__init__(directory, snapshot_id)
+        super().__init__(directory, snapshot_id, piece)
+        self._last_contained = last_contained_log_timestamp
         self._max_batch_bytes = max_batch_bytes
         self._timestamp_ms = timestamp_ms
         self._buffer = bytearray()  # closed batches not yet handed to the OS
@@ -333,7 +343,7 @@ class SnapshotFileWriter(_PartFile):
             self._emit(_finish(b"".join(self._parts), count, self._next_offset, epoch, self._now(), 0), count)
             self._parts, self._count, self._open_bytes = [], 0, HEADER_SIZE
 
-    def _emit(self, batch: bytes, count: int) -> None:
+    def _emit(self, batch: bytes | bytearray, count: int) -> None:
         self._buffer += batch
         self._written += len(batch)
         self._next_offset += count
@@ -358,17 +368,48 @@ class SnapshotFileWriter(_PartFile):
             self._commit()
         return self._written
 
-    def finish(self) -> int:
-        """Everything :meth:`freeze` does before the rename: the footer, the last writes, the fsync. Returns the
-        file's size. (A forked child writing the snapshot ends here; its parent then calls :meth:`publish`.)"""
+    def finish(self, sync: bool = True) -> int:
+        """Everything :meth:`freeze` does before the rename: the footer, the last writes, the fsync (unless not
+        ``sync``: a piece, read back at once by :meth:`append_piece`). Returns the file's size. (A forked child
+        writing the snapshot ends here; its parent then calls :meth:`publish`.)"""
         self._check_open()
         with self._aborting():
             self._close_batch()
             self._control(SnapshotFooterRecord(version=0))
             self._flush()
-            with naming("fsync", self.path):
-                os.fsync(self._fd)
+            if sync:
+                with naming("fsync", self.path):
+                    os.fsync(self._fd)
         return self._written
+
+    def piece(self, number: int) -> SnapshotFileWriter:
+        """A writer of a piece of this snapshot (``number`` >= 1), for another process to write at the same time:
+        a snapshot file of its own with this one's id and settings, at :func:`piece_path`. This writer then takes
+        its records in with :meth:`append_piece`."""
+        return SnapshotFileWriter(
+            self.directory,
+            self.snapshot_id,
+            self._last_contained,
+            max_batch_bytes=self._max_batch_bytes,
+            timestamp_ms=self._timestamp_ms,
+            piece=number,
+        )
+
+    def append_piece(self, path: Path) -> int:
+        """Append the data batches of the finished piece at ``path`` (see :meth:`piece`), validated as a whole
+        snapshot is, and renumbered to follow the records appended so far (a batch's base offset lies outside its
+        CRC); returns the records taken. The open batch is closed first. The caller removes the piece."""
+        self._check_open()
+        taken = 0
+        with self._aborting(), open(path, "rb") as f, _mapped(f) as buf:
+            self._close_batch()
+            for batch, message in _scan(buf, str(path), self.snapshot_id.epoch):
+                if message is None:  # a data batch; the piece's header and footer are its own
+                    rebased = bytearray(batch.buffer)
+                    _BASE_OFFSET.pack_into(rebased, 0, self._next_offset)
+                    self._emit(rebased, batch.record_count)
+                    taken += batch.record_count
+        return taken
 
     def publish(self, size: int) -> None:
         """The file was written and made durable through this writer's descriptor by another process (a forked
@@ -579,6 +620,13 @@ def list_snapshots(directory: Path) -> list[SnapshotId]:
     """The ids of the ``.checkpoint`` files in ``directory``, oldest first; other names are not snapshots."""
     with os.scandir(directory) as entries:
         return sorted(i for e in entries if (i := SnapshotId.parse(e.name)) is not None)
+
+
+def piece_path(directory: Path, snapshot_id: SnapshotId, piece: int = 0) -> Path:
+    """The ``.part`` file of a snapshot being written, or of a piece of it written by another process at the same
+    time (``piece`` >= 1: ``<id>.piece-<n>.checkpoint.part``, removed at start as every ``.part``)."""
+    stem = snapshot_id.file_name[: -len(SNAPSHOT_SUFFIX)]
+    return Path(directory) / (stem + (f".piece-{piece}" if piece else "") + PART_SUFFIX)
 
 
 def remove_partial_snapshots(directory: Path) -> list[Path]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import gc
 import random
@@ -65,7 +66,7 @@ from controller.requests import (
     ReassignablePartition,
     ReassignableTopic,
 )
-from controller.snapshot import capture
+from controller.snapshot import _partition_record, capture
 from controller.timeline import TimelineDict
 from quorum import memory
 from quorum.errors import KafkaError
@@ -559,6 +560,41 @@ async def test_partitions_are_encoded_a_run_at_a_time_in_order_across_run_bounda
     partitions = [(r.topic_id, r.partition_id) for r in records if isinstance(r, PartitionRecord)]
     assert len(partitions) == 4 * run + 5
     assert partitions[-1] == (past, 2 * run + 9)  # after its topic's run, as before
+
+
+async def test_the_encoded_runs_are_the_encoded_records_cut_between_topics(log: SharedLog) -> None:
+    """encoded_runs(n), joined, is encoded(), for any n; the runs hold about as many partitions each, and a topic's
+    partitions follow it in its run. Partitions of no topic are left out and counted, as encoded() does; a
+    partition after a gap in its topic's numbering comes after its run's topics (encoded(): after all topics)."""
+    topics = [NewTopic(f"t{i}", count, 1) for i, count in enumerate((5, 40, 3, 30, 1, 20, 2, 12))]
+    topics.append(NewTopic("configured", 2, 1, configs=(("retention.ms", "1000"),)))
+    ctl, _, _ = await active_cluster(log, [(0, None, False), (1, None, False)], topics=topics)
+    t3 = ctl.replication.topics_by_name["t3"]
+    log.foreign([PartitionRecord(partition_id=31, topic_id=t3, replicas=[1], isr=[1], leader=1)])  # after a gap
+    log.commit_all()
+    catch_up(ctl, log)
+    gapped = capture(ctl)
+    gap = serialize(_partition_record(t3, 31, gapped.partitions[(t3, 31)]))
+    stray = next(iter(gapped.partitions.values()))
+    gapped = dataclasses.replace(gapped, partitions={**gapped.partitions, (Uuid.random(), 0): stray})  # no topic
+    image = dataclasses.replace(gapped, partitions={k: v for k, v in gapped.partitions.items() if k != (t3, 31)})
+    whole = list(image.encoded())
+    assert isinstance(deserialize(whole[-1]).message, ConfigRecord)
+    for n in (1, 2, 3, 4, 50):
+        with capture_logs() as logs:
+            runs = [list(run) for run in image.encoded_runs(n)]
+        assert [r for run in runs for r in run] == whole, n
+        assert len(runs) == min(n, len(topics)), n
+        assert all(isinstance(deserialize(run[0]).message, TopicRecord) for run in runs[1:]), n  # cut before a topic
+        assert [e["partitions"] for e in logs if e["event"] == "snapshot_orphan_partitions"] == [1], n
+    sizes = [sum(1 for r in run if r[1] == 3) for run in image.encoded_runs(2)]  # api key 3: PartitionRecord
+    assert sizes == [78, 37]  # cut after the topic that takes the first run past half of the 116 partitions
+
+    gapped_whole = list(gapped.encoded())
+    assert gapped_whole[-2] == gap  # after all topics, before the topic's ConfigRecord
+    first, second = (list(run) for run in gapped.encoded_runs(2))
+    assert gap in first and first.index(gap) == len(first) - 1  # t3 is in the first run: after its topics
+    assert sorted(first + second) == sorted(gapped_whole)
 
 
 async def test_capture_is_a_point_in_time_image(log: SharedLog) -> None:
