@@ -67,7 +67,7 @@ class LeaderElections:
         active = self.cluster.active
         partitions = self.replication.partitions
         if keys is None:
-            items: Iterable[tuple[tuple[Uuid, int], PartitionRegistration | None]] = partitions.items()
+            items: Iterable[tuple[tuple[Uuid, int], PartitionRegistration | None]] = partitions.latest_items()
         else:
             items = ((key, partitions.get(key)) for key in keys)
         records: list[ApiMessage] = []
@@ -100,7 +100,7 @@ class LeaderElections:
         emptied, so nothing changes there)."""
         led: list[tuple[Uuid, int]] = []
         others: list[tuple[Uuid, int]] = []
-        for key, p in self.replication.partitions.items():
+        for key, p in self.replication.partitions.latest_items():
             if broker_id in p.isr:
                 if p.leader == broker_id:
                     led.append(key)
@@ -109,7 +109,7 @@ class LeaderElections:
         return led + others
 
     def has_leaderships(self, broker_id: int) -> bool:
-        return any(p.leader == broker_id for p in self.replication.partitions.values())
+        return any(p.leader == broker_id for _, p in self.replication.partitions.latest_items())
 
     # -- ElectLeaders ----------------------------------------------------------------------------------------
 
@@ -222,7 +222,7 @@ class LeaderElections:
         return ControllerResult(records, not ended, atomic=False)
 
     def imbalanced(self) -> bool:
-        return any(p.leader != p.replicas[0] for p in self.replication.partitions.values())
+        return any(p.leader != p.replicas[0] for _, p in self.replication.partitions.latest_items())
 
     # -- AlterPartition --------------------------------------------------------------------------------------
 

@@ -168,9 +168,14 @@ async def test_a_large_write_names_the_event_that_made_it(log: SharedLog, monkey
     assert [(e["during"], e["records"]) for e in large] == [("brokerDepartures", 8)], logs
 
 
-async def test_a_controlled_shutdown_moves_the_places_in_steps_then_says_shut_down(log: SharedLog) -> None:
+async def test_a_controlled_shutdown_moves_the_places_in_steps_then_says_shut_down(
+    log: SharedLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ctl, _, epochs = await active_cluster(log, THREE, quiet_settings(departure_chunk_partitions=2), topics=TOPICS)
     drive_steps_by_hand(ctl)
+    listings: list[int] = []  # a listing scans every partition: the heartbeat's serves the first step
+    isr_places = ctl.replication.elections.isr_places
+    monkeypatch.setattr(ctl.replication.elections, "isr_places", lambda b: listings.append(b) or isr_places(b))
     shutdown = HeartbeatRequest(1, epochs[1], ctl.committed_offset, want_shutdown=True)
     start = len(log.batches)
     first = await ctl.broker_heartbeat(shutdown)
@@ -186,6 +191,7 @@ async def test_a_controlled_shutdown_moves_the_places_in_steps_then_says_shut_do
         again = await ctl.broker_heartbeat(shutdown)
         assert again.should_shut_down == (not ctl.departures.leaving(1))
     assert moved == [2, 2, 2, 1, 0], moved
+    assert listings == [1, 1]  # the heartbeat's, and the final scan for places taken meanwhile
     assert not any(p.leader == 1 for p in ctl.replication.partitions.values())
     assert {k: (p.leader, p.isr) for k, p in places(ctl, 1).items()} == {("c", 0): (-1, (1,))}
     done = await ctl.broker_heartbeat(shutdown)

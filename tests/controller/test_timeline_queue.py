@@ -4,6 +4,7 @@ KafkaEventQueue semantics) and the purgatory (responses waiting for the high wat
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import AsyncIterator
 
@@ -56,6 +57,26 @@ def test_uncommitted_changes_are_visible_latest_but_not_committed() -> None:
     tl.commit_through(5)
     assert d.committed() == {"old": 0, "new": 1}
     assert not tl.pending
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_latest_items_are_the_items_made_as_they_are_read(seed: int) -> None:
+    """latest_items() is items() (the latest state, in order) with nothing listed first: pending writes update,
+    delete and add keys, some of them twice."""
+    rng = random.Random(seed)
+    tl = Timeline()
+    d: TimelineDict[int, int] = TimelineDict(tl)
+    for k in range(200):
+        d[k] = rng.randrange(10)
+    for offset in range(rng.choice((0, 1, 30))):
+        k = rng.randrange(260)  # 200.. are new keys
+        if rng.random() < 0.2 and k in d:
+            at(tl, offset, lambda k=k: d.__delitem__(k))
+        else:
+            at(tl, offset, lambda k=k: d.__setitem__(k, rng.randrange(10)))
+    latest = d.latest_items()
+    assert not isinstance(latest, list)
+    assert list(latest) == d.items()
 
 
 def test_commit_through_commits_a_prefix_of_the_offsets() -> None:
