@@ -47,28 +47,45 @@ async def test_the_child_writes_what_the_process_would(tmp_path: Path, executor:
         assert f.validate().data_records == len(RECORDS)
 
 
-async def test_the_childs_cpu_seconds_are_reported(tmp_path: Path, executor: ThreadPoolExecutor) -> None:
-    def busy_records():
-        start = time.process_time()  # the child's own CPU clock
-        while time.process_time() - start < 0.3:
-            pass
-        yield from RECORDS
+def busy(records: list[bytes]):
+    start = time.process_time()  # the CPU clock of the process running it
+    while time.process_time() - start < 0.3:
+        pass
+    yield from records
 
+
+@pytest.mark.parametrize(
+    "records",
+    [lambda: busy(RECORDS), lambda: lambda n: [iter(RECORDS[:10]), busy(RECORDS[10:])]],
+    ids=["child", "helper"],
+)
+async def test_the_cpu_seconds_are_reported_the_helpers_included(
+    tmp_path: Path, executor: ThreadPoolExecutor, records
+) -> None:
     file = writer(tmp_path)
-    child = start_child(file, busy_records())
+    child = start_child(file, records())
     assert child.cpu_seconds is None  # not reaped yet
     await child.wait(executor)
     assert child.cpu_seconds is not None and 0.3 <= child.cpu_seconds < 5
     file.abort()
 
 
-async def test_a_failure_in_the_child_is_reported_and_leaves_no_file(tmp_path: Path, executor: ThreadPoolExecutor):
-    def records():
-        yield from RECORDS[:100]
-        raise OSError(28, "No space left on device")
+def failing():
+    yield from RECORDS[:100]
+    raise OSError(28, "No space left on device")
 
+
+@pytest.mark.parametrize(
+    ("records", "error"),
+    [
+        (failing, r"writing snapshot 5000-3 in a child process: OSError: \[Errno 28\] No space left on device"),
+        (lambda: lambda n: [iter(RECORDS[:100]), failing()], r"piece 1: OSError: \[Errno 28\] No space left"),
+    ],
+    ids=["child", "helper"],
+)
+async def test_a_failure_is_reported_and_leaves_no_file(tmp_path: Path, executor: ThreadPoolExecutor, records, error):
     file = writer(tmp_path)
-    with pytest.raises(SnapshotChildError, match="No space left on device"):
+    with pytest.raises(SnapshotChildError, match=error):
         await write_in_child(file, records(), executor)
     file.abort()
     assert list(tmp_path.iterdir()) == []
@@ -146,32 +163,6 @@ async def test_runs_written_by_helpers_hold_every_record_in_order(tmp_path: Path
     assert info.data_records == len(RECORDS)
     assert [r.value for b in batches for r in b.records()] == RECORDS
     assert [r.offset for b in batches for r in b.records()] == list(range(1, len(RECORDS) + 1))
-
-
-async def test_the_helpers_cpu_is_the_childs(tmp_path: Path, executor: ThreadPoolExecutor) -> None:
-    def busy(records: list[bytes]):
-        start = time.process_time()
-        while time.process_time() - start < 0.3:
-            pass
-        yield from records
-
-    file = writer(tmp_path)
-    child = start_child(file, lambda n: [iter(RECORDS[:10]), busy(RECORDS[10:])])
-    await child.wait(executor)
-    assert child.cpu_seconds is not None and 0.3 <= child.cpu_seconds < 5  # the busy run was the helper's
-    file.abort()
-
-
-async def test_a_failing_helper_fails_the_snapshot_and_leaves_no_file(tmp_path: Path, executor: ThreadPoolExecutor):
-    def failing():
-        yield from RECORDS[:100]
-        raise OSError(28, "No space left on device")
-
-    file = writer(tmp_path)
-    with pytest.raises(SnapshotChildError, match=r"piece 1: OSError: \[Errno 28\] No space left on device"):
-        await write_in_child(file, lambda n: [iter(RECORDS[:100]), failing()], executor)
-    file.abort()
-    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_killed_childs_helpers_die_and_their_pieces_are_removed(tmp_path: Path) -> None:
