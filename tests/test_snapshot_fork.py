@@ -91,17 +91,18 @@ async def test_a_failure_is_reported_and_leaves_no_file(tmp_path: Path, executor
     assert list(tmp_path.iterdir()) == []
 
 
+def endless(marker: Path):
+    """Records without end, from a process that first writes its pid to ``marker``."""
+    marker.write_text(str(os.getpid()))
+    while True:
+        time.sleep(0.01)
+        yield RECORDS[0]
+
+
 async def test_a_cancelled_write_kills_the_child(tmp_path: Path, executor: ThreadPoolExecutor) -> None:
     marker = tmp_path / "child-started"
-
-    def records():
-        marker.write_text(str(os.getpid()))
-        while True:
-            time.sleep(0.01)
-            yield RECORDS[0]
-
     file = writer(tmp_path)
-    task = asyncio.ensure_future(write_in_child(file, records(), executor))
+    task = asyncio.ensure_future(write_in_child(file, endless(marker), executor))
     for _ in range(500):
         if marker.exists() and marker.read_text():  # written, not just created (write_text is not atomic)
             break
@@ -167,15 +168,8 @@ async def test_runs_written_by_helpers_hold_every_record_in_order(tmp_path: Path
 
 def test_a_killed_childs_helpers_die_and_their_pieces_are_removed(tmp_path: Path) -> None:
     marker = tmp_path / "helper-started"
-
-    def endless():
-        marker.write_text(str(os.getpid()))
-        while True:
-            time.sleep(0.01)
-            yield RECORDS[0]
-
     file = writer(tmp_path)
-    child = start_child(file, lambda n: [iter(RECORDS[:10]), endless()])
+    child = start_child(file, lambda n: [iter(RECORDS[:10]), endless(marker)])
     for _ in range(500):
         if marker.exists() and marker.read_text():
             break
