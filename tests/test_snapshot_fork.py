@@ -80,8 +80,9 @@ def failing():
     [
         (failing, r"writing snapshot 5000-3 in a child process: OSError: \[Errno 28\] No space left on device"),
         (lambda: lambda n: [iter(RECORDS[:100]), failing()], r"piece 1: OSError: \[Errno 28\] No space left"),
+        (lambda: lambda n: [iter(RECORDS)] * (n + 1), r"ValueError: 3 runs of records for 2 processes"),  # none lost
     ],
-    ids=["child", "helper"],
+    ids=["child", "helper", "too-many-runs"],
 )
 async def test_a_failure_is_reported_and_leaves_no_file(tmp_path: Path, executor: ThreadPoolExecutor, records, error):
     file = writer(tmp_path)

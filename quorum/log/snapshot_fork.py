@@ -185,6 +185,8 @@ def _child(file: SnapshotFileWriter, records: Records, answer: int, helpers: lis
             gc.disable()  # nothing here lives past the exit; a collection would only copy pages
             os.nice(CHILD_NICE)
             runs = records(1 + len(helpers)) if callable(records) else [records]
+            if not 1 <= len(runs) <= 1 + len(helpers):
+                raise ValueError(f"{len(runs)} runs of records for {1 + len(helpers)} processes")
             for helper, run in zip(helpers, runs[1:], strict=False):
                 _start_helper(helper, run)
             file.sync_bytes = SYNC_BYTES  # synced as it goes: the parent's log fsyncs never wait for 240 MiB at once
