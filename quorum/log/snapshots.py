@@ -284,8 +284,9 @@ class SnapshotFileWriter(_PartFile):
         # The per-record cost of writing a snapshot (2M records at 2M partitions), hence no Python code per record:
         # for a run of records whose offset deltas have varints of one width, each record's total size and pieces
         # come from tables indexed by its value's length, the run's sizes are summed by accumulate, the records
-        # that fit the open batch found by bisect, and the pieces laid out by slice assignment (all in C). Measured:
-        # 2.5x the records/s of _encode. The bytes are _encode's: the tests compare the two.
+        # that fit the open batch found by bisect, and the pieces laid out by slice assignment (all in C). Measured
+        # on a 2M-partition image: framing took 1.64 s of cProfile time in _encode, 0.70 s here; the whole snapshot
+        # (encode, frame, write) 2.09-2.17 s against 2.24-3.23 s. The bytes are _encode's: the tests compare them.
         limit, i, total = self._max_batch_bytes, 0, len(records)
         while i < total:
             count, used = self._count, self._open_bytes
