@@ -10,7 +10,7 @@ its own, on another core; the parent only waits for its answer and then renames 
 The child runs nothing but the encoding and the file writes. Right after the fork it drops every inherited file
 descriptor but the snapshot file's and its answer pipe (a listening socket or the data directory's lock held by
 a child outliving its parent would keep a restarted node from binding or starting), resets the signal handlers,
-lowers its priority (nice 5: the node's own loop comes first when cores are short), syncs the file every 8 MiB as
+lowers its priority (nice 10: the node's own loop comes first when cores are short), syncs the file every 8 MiB as
 it writes (``SYNC_BYTES``: the node's log fsyncs never wait behind the whole file's dirty pages), asks the kernel
 to kill it if the parent dies (``PR_SET_PDEATHSIG``: a parent killed -9 leaves a ``.part`` that the next start
 removes, not a writer), and ends with ``os._exit`` (no cleanup of the parent's objects, no flushing of its
@@ -39,10 +39,7 @@ from typing import NoReturn
 from quorum.log.snapshots import SYNC_BYTES, SnapshotFileWriter, piece_path
 
 CHUNK_RECORDS = 10_000
-# Background work: the node's own loop (Raft, requests) comes first when cores are short (weight 1024 to 335). At
-# nice 10 (weight 110), in the scale benchmark whose six brokers run at nice 10 to stand for other machines, the
-# snapshot shared a core with them as their equal: a 2M-partition snapshot of 3 CPU s took 11.7-16.9 s.
-CHILD_NICE = 5
+CHILD_NICE = 10  # background work: the node's own loop (Raft, requests) comes first when cores are short
 HELPERS = 1  # processes the child forks to encode a run of the records each, beside its own run
 PR_SET_PDEATHSIG = 1
 _ANSWER_LIMIT = 4096
@@ -175,9 +172,9 @@ def _read_answer(fd: int) -> bytes:
 def _child(file: SnapshotFileWriter, records: Records, answer: int, helpers: list[_Helper]) -> NoReturn:
     """Encoding is nearly all of a snapshot's CPU, and a Python process encodes on one core: a 2M-partition
     snapshot took 2.1 CPU s here alone, 3.0 s in a loaded scale run, where a process at nice 10 got a fifth of a
-    core and at nice 5 a third. So the records come in runs, and a helper forked by the child encodes each run but
-    the first into a piece file of its own (no fsync: read back at once) while the child writes the first; the
-    child then appends the pieces' batches, renumbered (``SnapshotFileWriter.append_piece``), and removes them."""
+    core. So the records come in runs, and a helper forked by the child encodes each run but the first into a piece
+    file of its own (no fsync: read back at once) while the child writes the first; the child then appends the
+    pieces' batches, renumbered (:meth:`~quorum.log.snapshots.SnapshotFileWriter.append_piece`), and removes them."""
     status = 1
     try:
         try:
