@@ -61,8 +61,8 @@ def test_uncommitted_changes_are_visible_latest_but_not_committed() -> None:
 
 @pytest.mark.parametrize("seed", range(20))
 def test_latest_items_are_the_items_made_as_they_are_read(seed: int) -> None:
-    """latest_items() is items() (the latest state, in order) with nothing listed first: pending writes update,
-    delete and add keys, some of them twice."""
+    """latest_items() is the latest state, in order, with nothing listed first (items() and values() list it):
+    pending writes update, delete and add keys, some of them twice."""
     rng = random.Random(seed)
     tl = Timeline()
     d: TimelineDict[int, int] = TimelineDict(tl)
@@ -76,7 +76,9 @@ def test_latest_items_are_the_items_made_as_they_are_read(seed: int) -> None:
             at(tl, offset, lambda k=k: d.__setitem__(k, rng.randrange(10)))
     latest = d.latest_items()
     assert not isinstance(latest, list)
-    assert list(latest) == d.items()
+    by_key = [(k, d[k]) for k in d]  # through __iter__ and __getitem__: another path to the latest state
+    assert list(latest) == d.items() == by_key
+    assert d.values() == [v for _, v in by_key]
 
 
 def test_commit_through_commits_a_prefix_of_the_offsets() -> None:
