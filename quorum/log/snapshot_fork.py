@@ -34,9 +34,10 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from itertools import islice
+from pathlib import Path
 from typing import NoReturn
 
-from quorum.log.snapshots import SYNC_BYTES, SnapshotFileWriter, piece_path
+from quorum.log.snapshots import SYNC_BYTES, SnapshotFileWriter
 
 CHUNK_RECORDS = 10_000
 CHILD_NICE = 10  # background work: the node's own loop (Raft, requests) comes first when cores are short
@@ -64,11 +65,11 @@ class ChildWriter:
     """A child forked by :func:`start_child`, writing one snapshot: :meth:`wait` for its answer, or :meth:`kill`
     it (a write abandoned before anyone waited for it)."""
 
-    def __init__(self, pid: int, answer: int, file: SnapshotFileWriter) -> None:
+    def __init__(self, pid: int, answer: int, file: SnapshotFileWriter, pieces: list[Path]) -> None:
         self.pid = pid
         self._answer = answer  # the read end of its answer pipe
         self._file = file
-        self._pieces = [piece_path(file.directory, file.snapshot_id, n) for n in range(1, HELPERS + 1)]
+        self._pieces = pieces  # its helpers' files
         self._done = False
         self.cpu_seconds: float | None = None  # the child's (and its helpers') CPU, once reaped by wait()
 
@@ -137,7 +138,7 @@ def start_child(file: SnapshotFileWriter, records: Records) -> ChildWriter:
     os.close(write_end)
     for helper in helpers:
         helper.close()
-    return ChildWriter(pid, read_end, file)
+    return ChildWriter(pid, read_end, file, [helper.piece.path for helper in helpers])
 
 
 @dataclass
