@@ -36,8 +36,15 @@ from controller.records import deserialize
 from pykraft import gc_pauses, loop_stalls
 from pykraft.authorization import authorizer_enabled, controller_authorization
 from pykraft.metrics_http import MetricsTls, ReloadingSslContext, metrics_tls_settings, metrics_url
-from pykraft.security.peer_identity import controller_name, peer_authenticator
-from pykraft.security.tls import ClientAuth, ReloadingServerCredentials, TlsSettings, channel_credentials
+from pykraft.security.peer_identity import certificate_authenticator, controller_name, peer_authenticator
+from pykraft.security.ssl_context import ReloadingSslContext as FileSslContext
+from pykraft.security.tls import (
+    ClientAuth,
+    ReloadingServerCredentials,
+    TlsSettings,
+    channel_credentials,
+    client_ssl_context,
+)
 from pykraft.service import ControllerService
 from quorum.errors import KafkaError
 from quorum.fault import ProcessTerminatingFaultHandler, spawn
@@ -54,6 +61,9 @@ if TYPE_CHECKING:
     from pykraft.kafka.listener import KafkaListener
 
 log = structlog.get_logger("pykraft.node")
+
+
+FRAMES_PORT_SETTING = "pykraft.quorum.frames.port"
 
 
 class ConfigError(Exception):
@@ -78,6 +88,9 @@ class NodeSettings:
     advertised: dict[int, VoterAddress] | None = None
     external_port: int | None = None
     tls: TlsSettings | None = None  # security.protocol=SSL: mutual TLS on every listener and peer stream
+    # pykraft.quorum.frames.port: where peers' streams may also come as frames (quorum/transport/frames.py), on the
+    # listen host; 0: any free port (peers learn it from the voter port), -1: off (gRPC streams only, both ways).
+    frames_port: int = 0
     metrics_tls: MetricsTls | None = None  # metrics.tls (on by default with SSL): /metrics over HTTPS
     # kafka.listener: Kafka's binary protocol on this HOST:PORT (plaintext; pykraft.kafka), and
     # kafka.controller.listeners: every controller's, so clients are sent to the active one (KIP-919)
@@ -275,6 +288,9 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         )
         controller = controller_settings(props)
         raw_appends = bool_property(props, RAW_APPEND_SETTING, False)
+        frames_port = int_property(props, FRAMES_PORT_SETTING, 0)
+        if not -1 <= frames_port < 65536:
+            raise ValueError(f"{FRAMES_PORT_SETTING} must be -1 (off), 0 (any free port) or a port, got {frames_port}")
         tls = TlsSettings.from_properties(props)
         if tls is not None:
             tls.load(server=True)  # a missing or mismatched file is a usage error now, not a fault at start
@@ -309,6 +325,7 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         listen_host=args.listen_host,
         metrics_port=args.metrics_port,
         raw_appends=raw_appends,
+        frames_port=frames_port,
         advertised=advertised,
         external_port=getattr(args, "external_port", None),
         tls=tls,
@@ -379,9 +396,13 @@ async def serve(
     structlog.contextvars.bind_contextvars(node_id=settings.node_id)
     reloading = None
     metrics_reloading: ReloadingSslContext | None = None  # metrics.tls: the /metrics endpoint's certificate
+    frames_reloading: FileSslContext | None = None  # the peer frame listener's
     if settings.tls is not None:
         try:
             reloading = ReloadingServerCredentials(settings.tls)
+            if settings.frames_port >= 0:
+                required = settings.tls.client_auth is ClientAuth.REQUIRED
+                frames_reloading = FileSslContext(settings.tls, client_auth_required=required, name="peer_frames")
             if settings.metrics_port is not None and settings.metrics_tls is not None:
                 metrics_reloading = ReloadingSslContext(settings.metrics_tls)
         except (ValueError, ssl.SSLError) as e:  # the files changed since the settings were read
@@ -410,7 +431,8 @@ async def serve(
         authenticate = None
         if settings.tls.client_auth is ClientAuth.REQUIRED:
             authenticate = peer_authenticator(settings.tls.mapper(), settings.voters)
-        node.transport.secure(channel_credentials(settings.tls), authenticate, controller_name)
+        frame_ssl = client_ssl_context(settings.tls) if settings.frames_port >= 0 else None
+        node.transport.secure(channel_credentials(settings.tls), authenticate, controller_name, frame_ssl)
     server = new_server()
     node.transport.add_to_server(server)
     named = settings.voters if settings.external_port is not None else settings.advertised or settings.voters
@@ -436,6 +458,22 @@ async def serve(
             lock.release()
             raise ConfigError(f"cannot listen on {where}: the address is in use or not local")
     await server.start()
+    frames = None
+    if settings.frames_port < 0:
+        node.transport.dial_frames = False
+    else:
+        frames_tls, frames_auth = None, None
+        if frames_reloading is not None:
+            frames_tls = frames_reloading.context
+            if frames_reloading.client_auth_required:
+                frames_auth = certificate_authenticator(settings.tls.mapper(), settings.voters)  # type: ignore[union-attr]
+        try:
+            frames = await node.transport.listen_frames(host, settings.frames_port, frames_tls, frames_auth)
+        except OSError as e:
+            await server.stop(0)
+            metadata_log.close()
+            lock.release()
+            raise ConfigError(f"{FRAMES_PORT_SETTING}: cannot listen on {host}:{settings.frames_port}: {e}") from None
     if external is not None:
         await external.start()
     kafka = None
@@ -465,6 +503,7 @@ async def serve(
         "node_started",
         listen=bind,
         external_port=settings.external_port,
+        frames_port=frames,
         kafka_listener=None if kafka is None else f"{settings.kafka_listener[0]}:{kafka.port}",  # type: ignore[index]
         tls=reloading is not None,
         metrics=None if settings.metrics_port is None else metrics_url(host, settings.metrics_port, metrics_reloading),
@@ -483,6 +522,8 @@ async def serve(
             reloading.request_reload()
             if metrics_reloading is not None:
                 metrics_reloading.request_reload()
+            if frames_reloading is not None:
+                frames_reloading.request_reload()
             if kafka is not None and kafka.tls is not None:
                 kafka.tls.request_reload()
 

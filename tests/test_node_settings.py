@@ -55,6 +55,9 @@ def test_config_file_then_override_wins(tmp_path: Path) -> None:
         ("pykraft.quorum.fetch.silence.ms=soon", "pykraft.quorum.fetch.silence.ms must be an integer"),
         ("pykraft.quorum.high.watermark.linger.ms=501", "linger.ms must be at most the fetch max wait \\(500 ms\\)"),
         ("pykraft.quorum.high.watermark.linger.ms=-1", "pykraft.quorum.high.watermark.linger.ms must not be negative"),
+        ("pykraft.quorum.frames.port=-2", "pykraft.quorum.frames.port must be -1 \\(off\\), 0"),
+        ("pykraft.quorum.frames.port=65536", "pykraft.quorum.frames.port must be -1 \\(off\\), 0"),
+        ("pykraft.quorum.frames.port=any", "pykraft.quorum.frames.port must be an integer"),
     ],
 )
 def test_bad_values_are_config_errors_naming_the_property(tmp_path: Path, override: str, named: str) -> None:
@@ -72,6 +75,12 @@ def test_the_high_watermark_linger_defaults_to_10_ms_and_0_is_kafkas_rule(tmp_pa
     assert settings(tmp_path).raft.high_watermark_linger_ms == 10
     override = "pykraft.quorum.high.watermark.linger.ms=0"
     assert settings(tmp_path, "--override", override).raft.high_watermark_linger_ms == 0
+
+
+def test_peer_frames_are_on_by_default_on_any_free_port_and_can_be_turned_off(tmp_path: Path) -> None:
+    assert settings(tmp_path).frames_port == 0
+    assert settings(tmp_path, "--override", "pykraft.quorum.frames.port=-1").frames_port == -1
+    assert settings(tmp_path, "--override", "pykraft.quorum.frames.port=9191").frames_port == 9191
 
 
 def test_missing_config_file_is_named(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Which node a peer's certificate proves: ``controller-<id>`` for a voter, ``broker-<id>`` for a broker's observer.
 
 These are the principal names (after ``ssl.principal.mapping.rules``) the cluster CA (:mod:`.ca`) issues; the peer
-transport (:meth:`quorum.transport.peer.PeerTransport.secure`) then holds every message on the stream to that id.
+transport (:meth:`quorum.transport.peer.PeerTransport.secure`) then holds every message on the stream to that id,
+on a gRPC stream or a frame connection alike.
 A ``broker-<id>`` certificate never proves a voter's id, so a process with a broker's certificate cannot take part in
 elections, whatever it claims; an ``admin`` certificate, or none, cannot use the peer protocol at all.
 """
@@ -12,8 +13,16 @@ import re
 from collections.abc import Callable, Collection
 
 import grpc
+from cryptography import x509
 
-from pykraft.security.principal import ANONYMOUS, NoMatchingRule, SslPrincipalMapper, principal_of
+from pykraft.security.principal import (
+    ANONYMOUS,
+    KafkaPrincipal,
+    NoMatchingRule,
+    SslPrincipalMapper,
+    principal_from_certificate,
+    principal_of,
+)
 from quorum.transport.peer import PeerRefused
 
 CONTROLLER_PREFIX = "controller-"
@@ -54,13 +63,37 @@ def replica_authenticator(mapper: SslPrincipalMapper) -> ReplicaCheck:
 def peer_authenticator(
     mapper: SslPrincipalMapper, voters: Collection[int]
 ) -> Callable[[grpc.aio.ServicerContext], int]:
-    voter_ids = frozenset(voters)
+    """For a gRPC peer stream: the node id the caller's certificate proves; raises PeerRefused."""
+    node_of = _node_of(voters)
 
     def authenticate(context: grpc.aio.ServicerContext) -> int:
         try:
-            principal = principal_of(context, mapper)
+            return node_of(principal_of(context, mapper))
         except NoMatchingRule as e:
             raise PeerRefused(str(e)) from None
+
+    return authenticate
+
+
+def certificate_authenticator(mapper: SslPrincipalMapper, voters: Collection[int]) -> Callable[[bytes | None], int]:
+    """For a peer frame connection: the node id its DER certificate (None: none) proves; raises PeerRefused."""
+    node_of = _node_of(voters)
+
+    def authenticate(der: bytes | None) -> int:
+        if not der:
+            raise PeerRefused("no client certificate")
+        try:
+            return node_of(principal_from_certificate(x509.load_der_x509_certificate(der), mapper))
+        except NoMatchingRule as e:
+            raise PeerRefused(str(e)) from None
+
+    return authenticate
+
+
+def _node_of(voters: Collection[int]) -> Callable[[KafkaPrincipal], int]:
+    voter_ids = frozenset(voters)
+
+    def node_of(principal: KafkaPrincipal) -> int:
         if principal == ANONYMOUS:
             raise PeerRefused("no client certificate")
         m = _NODE.fullmatch(principal.name)
@@ -73,4 +106,4 @@ def peer_authenticator(
             raise PeerRefused(f"{principal} has a voter's id")
         return node_id
 
-    return authenticate
+    return node_of

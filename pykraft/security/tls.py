@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import os
+import ssl
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,6 +220,18 @@ def channel_credentials(settings: TlsSettings) -> grpc.ChannelCredentials:
     process's certificate when one is set."""
     m = settings.load(server=False)
     return grpc.ssl_channel_credentials(m.ca, m.private_key, m.certificate_chain)
+
+
+def client_ssl_context(settings: TlsSettings) -> ssl.SSLContext:
+    """:func:`channel_credentials` as a Python SSL context, for connections that are not gRPC's (the peer frame
+    connections): the same CA to verify the server, the same certificate to present. The caller names the server
+    (``server_hostname``), and its certificate must carry that name."""
+    m = settings.load(server=False)  # the same checks and errors
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=m.ca.decode() if m.ca else None)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if settings.certificate is not None and settings.key is not None:
+        context.load_cert_chain(settings.certificate, settings.key)
+    return context
 
 
 def _certificate_configuration(m: PemMaterial) -> grpc.ServerCertificateConfiguration:

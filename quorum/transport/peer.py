@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Collection
 
@@ -49,6 +50,15 @@ from quorum.raft.messages import (
     FetchSnapshotRequest,
 )
 from quorum.transport.convert import from_proto, to_proto
+from quorum.transport.frames import (
+    READ_LIMIT,
+    AuthenticateCertificate,
+    FrameListener,
+    PeerRefused,
+    encode,
+    keep_alive,
+    read_frames,
+)
 from quorum.transport.pb import quorum_pb2 as pb
 from quorum.transport.pb import quorum_pb2_grpc as pb_grpc
 
@@ -90,6 +100,9 @@ PENDING_STREAM_LIMIT = 64
 # ended (a live observer fetches all the time). Voters' streams are never counted nor ended for room.
 OBSERVER_STREAM_LIMIT = 1024
 QUEUE_LIMIT = 512  # messages waiting per stream
+# Bytes a frame connection may hold unsent (a peer that stops reading); more are dropped, as past a full queue. Twice
+# the largest message: a fetch answer in full behind another.
+WRITE_BUFFER_LIMIT = 2 * MAX_MESSAGE_BYTES
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -126,10 +139,6 @@ Authenticate = Callable[[grpc.aio.ServicerContext], int]
 OBSERVER_REQUESTS = (FetchRequest, FetchSnapshotRequest)  # all a non-voter (a broker's observer) may send
 
 
-class PeerRefused(Exception):
-    """The caller of an inbound peer stream may not use it (see :meth:`PeerTransport.secure`)."""
-
-
 def impersonation(env: Envelope, identity: int, voters: Collection[int]) -> str | None:
     """Why ``env`` may not come from a caller proven to be ``identity``; None when it may."""
     message = env.message
@@ -164,7 +173,7 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
         self.on_fault: OnFault = on_fault or _log_fault
         self._clients = {pid: _PeerClient(self, addr) for pid, addr in peers.items() if pid != node_id}
         self._voters = frozenset(peers)
-        self._inbound: dict[int, asyncio.Queue[pb.PeerMessage | None]] = {}
+        self._inbound: dict[int, _Inbound] = {}  # where our responses to each node go
         self.dropped = 0
         self.refused = 0  # inbound streams ended by secure()'s checks
         self.undecodable = 0  # inbound streams ended at bytes that are no PeerMessage
@@ -174,19 +183,29 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
         self.channel_credentials: grpc.ChannelCredentials | None = None
         self.server_name: Callable[[int], str] | None = None
         self._authenticate: Authenticate | None = None
+        # Frames (quorum/transport/frames.py): whether to dial a peer's frame listener when it names one, with
+        # which TLS context (None: plain TCP); and this node's own listener, if it has one.
+        self.dial_frames = True
+        self.frame_ssl: ssl.SSLContext | None = None
+        self.frames_port = 0
+        self._frames: FrameListener | None = None
 
     def secure(
         self,
         channel_credentials: grpc.ChannelCredentials,
         authenticate: Authenticate | None,
         server_name: Callable[[int], str] | None = None,
+        frame_ssl: ssl.SSLContext | None = None,
     ) -> None:
         """TLS: dial peers with ``channel_credentials`` (expecting ``server_name(peer)`` in their certificates), and
         check every inbound stream with ``authenticate`` (None: the server asks for no client certificates, so
-        there is nothing to check). Call before :meth:`start`."""
+        there is nothing to check). Frame connections are dialled with ``frame_ssl`` (the same certificates as an
+        SSL context); without it, only gRPC streams. Call before :meth:`start`."""
         self.channel_credentials = channel_credentials
         self.server_name = server_name
         self._authenticate = authenticate
+        self.frame_ssl = frame_ssl
+        self.dial_frames = frame_ssl is not None
 
     def add_to_server(self, server: grpc.aio.Server) -> None:
         pb_grpc.add_QuorumPeerServicer_to_server(self, server)
@@ -195,29 +214,51 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
         for client in self._clients.values():
             client.start()
 
+    def wire(self, peer: int) -> str | None:
+        """How our stream to ``peer`` runs now: "frames" (connected) or "grpc" (a call open, perhaps still waiting
+        for the peer), else None."""
+        client = self._clients.get(peer)
+        return client.wire if client is not None else None
+
     async def close(self) -> None:
         await asyncio.gather(*(c.close() for c in self._clients.values()), return_exceptions=True)
-        for q in self._inbound.values():
+        if self._frames is not None:
+            await self._frames.close()
+        for stream in self._inbound.values():
             with contextlib.suppress(asyncio.QueueFull):
-                q.put_nowait(None)
+                stream.queue.put_nowait(None)
 
     def send(self, env: Envelope) -> None:
+        """Queue ``env`` for its stream's writer; on a frame connection, write it at once (it leaves in this turn of
+        the loop, before the fsync that may follow)."""
         message = to_proto(env.source, env.message)
         try:
             if isinstance(env.message, REQUEST_TYPES):
                 client = self._clients.get(env.destination)
                 if client is None:
                     self.dropped += 1
-                    return
-                client.queue.put_nowait((time.monotonic() + self.request_timeout_s, message))
+                elif client.writer is not None:
+                    self._write_now(client.writer, message)
+                else:
+                    client.queue.put_nowait((time.monotonic() + self.request_timeout_s, message))
             else:
-                queue = self._inbound.get(env.destination)
-                if queue is None:
+                stream = self._inbound.get(env.destination)
+                if stream is None:
                     self.dropped += 1
-                    return
-                queue.put_nowait(message)
+                elif stream.writer is not None:
+                    self._write_now(stream.writer, message)
+                else:
+                    stream.queue.put_nowait(message)
         except asyncio.QueueFull:
             self.dropped += 1
+
+    def _write_now(self, writer: asyncio.StreamWriter, message: pb.PeerMessage) -> None:
+        # A peer that stops reading holds at most WRITE_BUFFER_LIMIT of ours; past it, as past a full queue, messages
+        # are dropped (the core retries on its timeouts).
+        if writer.is_closing() or writer.transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
+            self.dropped += 1
+        else:
+            writer.writelines(encode(message))
 
     # The inbound side: a peer's requests in, our responses out.
     async def Exchange(
@@ -228,18 +269,69 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
             try:
                 identity = self._authenticate(context)
             except PeerRefused as e:
-                self._refuse(context, str(e))
+                self._refused(context.peer(), str(e))
+                context.set_code(grpc.StatusCode.PERMISSION_DENIED)
+                context.set_details(str(e))
                 return
-        queue: asyncio.Queue[pb.PeerMessage | None] = asyncio.Queue(QUEUE_LIMIT)
-        stream = _Inbound(queue)
-        source: list[int] = []
-        refused: list[str] = []
-        undecodable: list[str] = []
+        stream = _Inbound(asyncio.Queue(QUEUE_LIMIT))
+        messages = _decoded(request_iterator, stream.undecodable)
+        async with contextlib.aclosing(self._serve(stream, messages, identity)) as responses:
+            async for item in responses:
+                yield item
+        # The status is set, not raised with context.abort(): in grpcio 1.78 an aborted call keeps its HTTP/2 stream
+        # counted as open, and MAX_STREAMS_PER_CONNECTION of them leave the connection refusing every new call.
+        if (outcome := self._outcome(stream, context.peer())) is not None:
+            context.set_code(outcome[0])
+            context.set_details(outcome[1])
+
+    async def FrameEndpoint(
+        self, request: pb.FrameEndpointRequest, context: grpc.aio.ServicerContext
+    ) -> pb.FrameEndpointResponse:
+        return pb.FrameEndpointResponse(port=self.frames_port)
+
+    async def listen_frames(
+        self,
+        host: str,
+        port: int = 0,
+        ssl_context: Callable[[], ssl.SSLContext] | None = None,
+        authenticate: AuthenticateCertificate | None = None,
+    ) -> int:
+        """Take peer streams as frames (quorum/transport/frames.py) on ``host:port`` too (0: any free port), and
+        name the port to peers that ask. ``ssl_context`` (the context for each new connection) and ``authenticate``
+        are this listener's counterparts of :meth:`secure`'s. Returns the port."""
+        self._frames = FrameListener(
+            self._serve_frames,
+            max_connections=MAX_CONNECTIONS,
+            handshake_timeout_s=HANDSHAKE_TIMEOUT_MS / 1000,
+            ssl_context=ssl_context,
+            authenticate=authenticate,
+            refuse=self._refused,
+            on_fault=lambda e: self.on_fault("serving a peer frame connection", e),
+        )
+        self.frames_port = await self._frames.start(host, port)
+        return self.frames_port
+
+    async def _serve_frames(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, identity: int | None
+    ) -> None:
+        stream = _Inbound(asyncio.Queue(QUEUE_LIMIT), writer)
+        messages = read_frames(reader, MAX_MESSAGE_BYTES, stream.undecodable)
+        async with contextlib.aclosing(self._serve(stream, messages, identity)) as responses:
+            async for _ in responses:  # send() writes our responses on the connection itself
+                pass
+        self._outcome(stream, str(writer.get_extra_info("peername")))
+
+    async def _serve(
+        self, stream: _Inbound, messages: AsyncIterator[pb.PeerMessage], identity: int | None
+    ) -> AsyncIterator[pb.PeerMessage]:
+        """Deliver the requests in ``messages`` (each held to ``identity``, when there is one) and yield the
+        responses to their sender, until either side ends; then ``stream`` says why (see :meth:`_outcome`)."""
+        queue = stream.queue
         self._admit_pending(stream)
 
         async def read() -> None:
             try:
-                async for msg in _decoded(request_iterator, undecodable):
+                async for msg in messages:
                     stream.last_active = time.monotonic()
                     if identity is not None:
                         # Checked before anything else: a stream claiming another node must not even take over
@@ -250,10 +342,10 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
                             log.warning("peer_message_rejected", source=msg.source, error=str(e))
                             continue
                         if (reason := impersonation(env, identity, self._voters)) is not None:
-                            refused.append(reason)
+                            stream.refused.append(reason)
                             return
-                    if not source:
-                        source.append(msg.source)
+                    if stream.source is None:
+                        stream.source = msg.source
                         self._identified(stream, msg.source)
                     if identity is None:
                         try:
@@ -275,23 +367,24 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
         finally:
             reader.cancel()
             self._pending.pop(id(stream), None)
-            if source:
-                if self._inbound.get(source[0]) is queue:
-                    del self._inbound[source[0]]
-                if self._observers.get(source[0]) is stream:
-                    del self._observers[source[0]]
-        # The status is set, not raised with context.abort(): in grpcio 1.78 an aborted call keeps its HTTP/2 stream
-        # counted as open, and MAX_STREAMS_PER_CONNECTION of them leave the connection refusing every new call.
-        if refused:
-            self._refuse(context, refused[0])
-        elif undecodable:
+            if stream.source is not None:
+                if self._inbound.get(stream.source) is stream:
+                    del self._inbound[stream.source]
+                if self._observers.get(stream.source) is stream:
+                    del self._observers[stream.source]
+
+    def _outcome(self, stream: _Inbound, peer: str) -> tuple[grpc.StatusCode, str] | None:
+        """Why an inbound stream that is over was ended by this node (None: it was not), counted and logged."""
+        if stream.refused:
+            self._refused(peer, stream.refused[0])
+            return grpc.StatusCode.PERMISSION_DENIED, stream.refused[0]
+        if stream.undecodable:
             self.undecodable += 1
-            log.warning("peer_message_undecodable", peer=context.peer(), source=source[0] if source else None)
-            context.set_code(grpc.StatusCode.INVALID_ARGUMENT)
-            context.set_details(undecodable[0])
-        elif stream.ended is not None:
-            context.set_code(grpc.StatusCode.RESOURCE_EXHAUSTED)
-            context.set_details(stream.ended)
+            log.warning("peer_message_undecodable", peer=peer, source=stream.source, reason=stream.undecodable[0])
+            return grpc.StatusCode.INVALID_ARGUMENT, stream.undecodable[0]
+        if stream.ended is not None:
+            return grpc.StatusCode.RESOURCE_EXHAUSTED, stream.ended
+        return None
 
     def _admit_pending(self, stream: _Inbound) -> None:
         """Count a new inbound stream as pending (no message yet), ending the oldest pending one at the limit."""
@@ -305,10 +398,10 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
         """``stream`` sent its first message, as ``source``: it becomes the stream our responses to it go to."""
         self._pending.pop(id(stream), None)
         old = self._inbound.get(source)
-        self._inbound[source] = stream.queue
+        self._inbound[source] = stream
         if old is not None:
             with contextlib.suppress(asyncio.QueueFull):
-                old.put_nowait(None)
+                old.queue.put_nowait(None)
         if source in self._voters:
             return
         self._observers.pop(source, None)  # its old stream, just ended
@@ -320,22 +413,24 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
             )
         self._observers[source] = stream
 
-    def _refuse(self, context: grpc.aio.ServicerContext, reason: str) -> None:
-        """End the stream (once its handler returns) with PERMISSION_DENIED."""
+    def _refused(self, peer: str, reason: str) -> None:
         self.refused += 1
-        log.warning("peer_refused", peer=context.peer(), reason=reason)
-        context.set_code(grpc.StatusCode.PERMISSION_DENIED)
-        context.set_details(reason)
+        log.warning("peer_refused", peer=peer, reason=reason)
 
 
 class _Inbound:
-    """One inbound stream: its response queue, and what ending it from outside needs."""
+    """One inbound stream: its response queue (a frame connection's writer instead, when it is one), and what
+    ending it from outside needs."""
 
-    def __init__(self, queue: asyncio.Queue[pb.PeerMessage | None]) -> None:
+    def __init__(self, queue: asyncio.Queue[pb.PeerMessage | None], writer: asyncio.StreamWriter | None = None) -> None:
         self.queue = queue
+        self.writer = writer
         self.last_active = time.monotonic()
         self.reader: asyncio.Task[None] | None = None
+        self.source: int | None = None  # the node its first message came from
         self.ended: str | None = None  # why it was ended to make room (the caller hears RESOURCE_EXHAUSTED)
+        self.refused: list[str] = []  # why its caller may not send what it sent (PERMISSION_DENIED)
+        self.undecodable: list[str] = []  # why its bytes were no message (INVALID_ARGUMENT)
 
     def end(self, reason: str) -> None:
         self.ended = reason
@@ -352,6 +447,8 @@ class _PeerClient:
         self.transport = transport
         self.address = address
         self.queue: asyncio.Queue[tuple[float, pb.PeerMessage]] = asyncio.Queue(QUEUE_LIMIT)  # (expiry, request)
+        self.writer: asyncio.StreamWriter | None = None  # while a frame connection is up: send() writes on it
+        self.wire: str | None = None  # "frames" or "grpc": the stream open now (a frame connection, a gRPC call)
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -370,8 +467,12 @@ class _PeerClient:
         with contextlib.suppress(asyncio.CancelledError, Exception):  # a failure went to on_fault already
             task.result()
 
+    @property
+    def target(self) -> str:
+        return f"{self.address.host}:{self.address.port}"
+
     async def _run(self) -> None:
-        target = f"{self.address.host}:{self.address.port}"
+        target = self.target
         peer = self.address.node_id
         credentials, server_name = self.transport.channel_credentials, self.transport.server_name
         if credentials is None:
@@ -379,47 +480,111 @@ class _PeerClient:
         else:
             names = [("grpc.ssl_target_name_override", server_name(peer))] if server_name is not None else []
             channel = grpc.aio.secure_channel(target, credentials, options=CHANNEL_OPTIONS + names)
+        stub = pb_grpc.QuorumPeerStub(channel)
         backoff = 0.0  # after streams that fail at once, unanswered (the peer refuses them): 20 ms doubling to 1 s
         try:
             while True:
-                writer: asyncio.Task[None] | None = None
                 answered = False
                 started = time.monotonic()
                 try:
-                    # wait_for_ready: the call waits (gRPC reconnecting on its short backoff) instead of failing
-                    # fast while the peer is down.
-                    call = pb_grpc.QuorumPeerStub(channel).Exchange(wait_for_ready=True)
-                    writer = spawn(
-                        self._write(call),
-                        name=f"peer-writer-{peer}",
-                        on_error=lambda e: self.transport.on_fault(f"writing to node {peer}", e),
-                    )
-                    async for msg in call:
-                        if msg is None:  # gRPC could not decode the bytes (it logged them): a broken or rogue peer,
-                            log.warning("peer_message_undecodable", peer=peer, target=target)
-                            break  # not an answer: its reconnects back off as a refusing peer's do
-                        answered = True
-                        try:
-                            env = from_proto(msg, self.transport.node_id)
-                        except ValueError as e:
-                            log.warning("peer_message_rejected", source=peer, error=str(e))
-                            continue
-                        self.transport._deliver(env)
+                    port = await self._frame_port(stub) if self.transport.dial_frames else 0
+                    if port:
+                        answered = await self._exchange_frames(port)
+                    else:
+                        answered = await self._exchange(stub)
                 except grpc.aio.AioRpcError as e:
                     if asyncio.current_task().cancelling():  # type: ignore[union-attr]
                         # close() cancelled us while gRPC read the stream, and gRPC said so as a CANCELLED status:
                         # looping on would swallow the cancellation and keep close() waiting for ever.
                         raise asyncio.CancelledError from e
                     log.info("peer_stream_failed", peer=peer, target=target, code=e.code().name)
-                finally:
-                    if writer is not None:
-                        writer.cancel()
                 self.transport._unreachable(peer)
                 healthy = answered or time.monotonic() - started >= 1.0
                 backoff = 0.0 if healthy else min(max(backoff * 2, 0.02), 1.0)
                 await asyncio.sleep(backoff)
         finally:
             await channel.close(grace=None)
+
+    async def _frame_port(self, stub: pb_grpc.QuorumPeerStub) -> int:
+        """The peer's frame listener port; 0 when it has none (or does not know the call)."""
+        try:
+            # wait_for_ready: the call waits (gRPC reconnecting on its short backoff) while the peer is down.
+            response = await stub.FrameEndpoint(pb.FrameEndpointRequest(), wait_for_ready=True)
+        except grpc.aio.AioRpcError as e:
+            if e.code() is grpc.StatusCode.UNIMPLEMENTED:
+                return 0
+            raise
+        return response.port if 0 < response.port < 65536 else 0
+
+    async def _exchange(self, stub: pb_grpc.QuorumPeerStub) -> bool:
+        """One gRPC stream, until it ends; whether the peer answered on it."""
+        peer = self.address.node_id
+        answered = False
+        call = stub.Exchange(wait_for_ready=True)
+        self.wire = "grpc"
+        writer = spawn(
+            self._write(call),
+            name=f"peer-writer-{peer}",
+            on_error=lambda e: self.transport.on_fault(f"writing to node {peer}", e),
+        )
+        try:
+            async for msg in call:
+                if msg is None:  # gRPC could not decode the bytes (it logged them): a broken or rogue peer,
+                    log.warning("peer_message_undecodable", peer=peer, target=self.target)
+                    break  # not an answer: its reconnects back off as a refusing peer's do
+                if not answered:
+                    answered = True
+                    log.info("peer_stream_connected", peer=peer, wire="grpc", target=self.target)
+                self._received(msg)
+        finally:
+            writer.cancel()
+            self.wire = None
+        return answered
+
+    async def _exchange_frames(self, port: int) -> bool:
+        """One frame connection to the peer's ``port``, until it ends; whether the peer answered on it."""
+        peer, host = self.address.node_id, self.address.host
+        context, server_name = self.transport.frame_ssl, self.transport.server_name
+        try:
+            reader, writer = await asyncio.open_connection(
+                host,
+                port,
+                ssl=context,
+                server_hostname=(server_name(peer) if server_name is not None else host) if context else None,
+                ssl_handshake_timeout=HANDSHAKE_TIMEOUT_MS / 1000 if context else None,
+                limit=READ_LIMIT,
+            )
+        except OSError as e:  # refused (the peer restarted on another port), unreachable, or a TLS failure
+            log.info("peer_stream_failed", peer=peer, target=f"{host}:{port}", code=type(e).__name__, error=str(e))
+            return False
+        keep_alive(writer)
+        log.info("peer_stream_connected", peer=peer, wire="frames", target=f"{host}:{port}", tls=context is not None)
+        now = time.monotonic()
+        while not self.queue.empty():  # what waited for the connection goes first, unless it is stale by now
+            expiry, message = self.queue.get_nowait()
+            if now < expiry:
+                writer.writelines(encode(message))
+        self.writer, self.wire = writer, "frames"
+        answered = False
+        problems: list[str] = []
+        try:
+            async for msg in read_frames(reader, MAX_MESSAGE_BYTES, problems):
+                answered = True
+                self._received(msg)
+            if problems:
+                log.warning("peer_message_undecodable", peer=peer, target=f"{host}:{port}", reason=problems[0])
+        finally:
+            self.writer = self.wire = None
+            writer.close()
+        return answered
+
+    def _received(self, msg: pb.PeerMessage) -> None:
+        try:
+            env = from_proto(msg, self.transport.node_id)
+        except ValueError as e:
+            log.warning("peer_message_rejected", source=self.address.node_id, error=str(e))
+            return
+        self.transport._deliver(env)
 
     async def _write(self, call: grpc.aio.StreamStreamCall) -> None:
         with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -260,6 +261,20 @@ def test_a_data_dir_that_cannot_be_made_is_a_one_line_error(tmp_path: Path) -> N
     assert result.returncode == 1, result
     message = one_line_error(result.stderr)
     assert message.startswith("pykraft node: storage error before start: ") and str(data_dir) in message, message
+
+
+def test_a_frame_port_in_use_is_a_one_line_error_naming_the_setting(tmp_path: Path) -> None:
+    port, taken = free_ports(2)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", taken))
+        holder.listen(1)
+        override = f"pykraft.quorum.frames.port={taken}"
+        result = pykraft("node", "--node-id", "1", "--controller-quorum-voters", f"1@127.0.0.1:{port}",
+                         "--data-dir", str(tmp_path / "node1"), "--override", override)  # fmt: skip
+    assert result.returncode == 1, result
+    assert "Traceback" not in result.stderr, result.stderr
+    message = result.stderr.strip().splitlines()[-1]  # after the log's opening line: the listeners come later
+    assert message.startswith(f"pykraft node: {override.split('=')[0]}: cannot listen on 127.0.0.1:{taken}: "), message
 
 
 def test_missing_required_flags(tmp_path: Path) -> None:

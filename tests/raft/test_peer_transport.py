@@ -103,6 +103,10 @@ async def test_close_ends_a_client_whose_cancellation_grpc_reports_as_a_cancelle
         def Exchange(self, wait_for_ready: bool = False) -> Call:  # gRPC's method name
             return Call()
 
+        async def FrameEndpoint(self, request: object, wait_for_ready: bool = False) -> None:  # a peer without it
+            status = grpc.StatusCode.UNIMPLEMENTED
+            raise grpc.aio.AioRpcError(status, grpc.aio.Metadata(), grpc.aio.Metadata())
+
     monkeypatch.setattr(peer.pb_grpc, "QuorumPeerStub", Stub)
     port_1, port_2 = free_ports(2)
     voters = {1: VoterAddress(1, "127.0.0.1", port_1), 2: VoterAddress(2, "127.0.0.1", port_2)}

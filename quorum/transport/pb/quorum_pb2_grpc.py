@@ -40,6 +40,11 @@ class QuorumPeerStub(object):
                 request_serializer=quorum_dot_transport_dot_pb_dot_quorum__pb2.PeerMessage.SerializeToString,
                 response_deserializer=quorum_dot_transport_dot_pb_dot_quorum__pb2.PeerMessage.FromString,
                 _registered_method=True)
+        self.FrameEndpoint = channel.unary_unary(
+                '/pykraft.quorum.v1.QuorumPeer/FrameEndpoint',
+                request_serializer=quorum_dot_transport_dot_pb_dot_quorum__pb2.FrameEndpointRequest.SerializeToString,
+                response_deserializer=quorum_dot_transport_dot_pb_dot_quorum__pb2.FrameEndpointResponse.FromString,
+                _registered_method=True)
 
 
 class QuorumPeerServicer(object):
@@ -52,6 +57,14 @@ class QuorumPeerServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FrameEndpoint(self, request, context):
+        """Where this node also takes the peer stream as length-prefixed PeerMessage frames on plain TCP (or TLS), which
+        costs a fraction of a gRPC stream message; a peer that answers port 0, or UNIMPLEMENTED, takes Exchange only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QuorumPeerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -59,6 +72,11 @@ def add_QuorumPeerServicer_to_server(servicer, server):
                     servicer.Exchange,
                     request_deserializer=quorum_dot_transport_dot_pb_dot_quorum__pb2.PeerMessage.FromString,
                     response_serializer=quorum_dot_transport_dot_pb_dot_quorum__pb2.PeerMessage.SerializeToString,
+            ),
+            'FrameEndpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.FrameEndpoint,
+                    request_deserializer=quorum_dot_transport_dot_pb_dot_quorum__pb2.FrameEndpointRequest.FromString,
+                    response_serializer=quorum_dot_transport_dot_pb_dot_quorum__pb2.FrameEndpointResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -89,6 +107,33 @@ class QuorumPeer(object):
             '/pykraft.quorum.v1.QuorumPeer/Exchange',
             quorum_dot_transport_dot_pb_dot_quorum__pb2.PeerMessage.SerializeToString,
             quorum_dot_transport_dot_pb_dot_quorum__pb2.PeerMessage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FrameEndpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pykraft.quorum.v1.QuorumPeer/FrameEndpoint',
+            quorum_dot_transport_dot_pb_dot_quorum__pb2.FrameEndpointRequest.SerializeToString,
+            quorum_dot_transport_dot_pb_dot_quorum__pb2.FrameEndpointResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,214 @@
+"""The peer stream as length-prefixed frames on a TCP (or TLS) connection, beside the gRPC stream.
+
+Each frame is a 4-byte big-endian length and that many bytes of one PeerMessage. As on the gRPC stream, the node that
+connects writes its requests and reads the responses; the node that listens reads requests and writes responses.
+What one message costs is the reason: a request and its response on an open grpc.aio bidi stream took ~220 us and
+~150 us of CPU at each end here, on frames ~120 us and ~50 us — and every commit costs the leader two such
+exchanges per follower (benchmarks/peers.py). A node's listener port, found with the gRPC ``FrameEndpoint`` call,
+stays the only address a peer needs.
+
+The peer transport (:mod:`quorum.transport.peer`) serves a frame connection with the same code as a gRPC stream: the
+identity checks, the limits on pending and non-voters' streams, the bounded queues. The listener adds what gRPC gave:
+a frame over ``max_bytes`` ends its connection before its body is read, at most ``max_connections`` connections are
+open at once (more are closed as they come), a TLS handshake must end within ``handshake_timeout_s``, and TCP
+keepalive drops a connection whose peer vanished without closing it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import ssl
+import struct
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import structlog
+from google.protobuf.message import DecodeError
+
+from quorum.fault import spawn
+from quorum.transport.pb import quorum_pb2 as pb
+
+FRAME = struct.Struct(">I")
+# The stream reader's buffer limit: it stops reading the socket past twice this, until a frame is taken out.
+READ_LIMIT = 1024 * 1024
+# Keepalive on every frame connection: a peer silent this long is probed, and dropped after the probes go unanswered
+# (about idle + interval x count); the gRPC channels' keepalive is 10 s + 5 s.
+KEEPALIVE_IDLE_S = 10
+KEEPALIVE_INTERVAL_S = 5
+KEEPALIVE_COUNT = 2
+
+log = structlog.get_logger("quorum.transport")
+
+
+class PeerRefused(Exception):
+    """The caller of an inbound peer stream may not use it (see :meth:`quorum.transport.peer.PeerTransport.secure`)."""
+
+
+# (reader, writer, the node id the peer's certificate proves or None) -> served until the connection ends
+Serve = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int | None], Awaitable[None]]
+# The DER certificate the peer presented (None: none) -> the node id it proves; raises PeerRefused to refuse it.
+AuthenticateCertificate = Callable[[bytes | None], int]
+
+
+def encode(message: pb.PeerMessage) -> list[bytes]:
+    body = message.SerializeToString()
+    return [FRAME.pack(len(body)), body]
+
+
+async def read_frames(
+    reader: asyncio.StreamReader, max_bytes: int, problems: list[str]
+) -> AsyncIterator[pb.PeerMessage]:
+    """The messages on ``reader`` until the connection ends. A frame that is too big or no PeerMessage ends it too,
+    with why put in ``problems``."""
+    while True:
+        try:
+            header = await reader.readexactly(FRAME.size)
+            (size,) = FRAME.unpack(header)
+            if size > max_bytes:
+                problems.append(f"a frame of {size} bytes, over the {max_bytes}-byte limit")
+                return
+            body = await reader.readexactly(size)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            return  # the peer closed or reset the connection: an ordinary end
+        try:
+            message = pb.PeerMessage.FromString(body)
+        except DecodeError as e:
+            problems.append(f"a message that is no PeerMessage: {e}")
+            return
+        yield message
+
+
+def keep_alive(writer: asyncio.StreamWriter) -> None:
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        return
+    with contextlib.suppress(OSError, AttributeError):  # a platform without the TCP_KEEP* options keeps its defaults
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE_S)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_INTERVAL_S)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_COUNT)
+
+
+class FrameListener:
+    """Accepts frame connections and hands each to ``serve``, within the bounds above."""
+
+    def __init__(
+        self,
+        serve: Serve,
+        *,
+        max_connections: int,
+        handshake_timeout_s: float,
+        ssl_context: Callable[[], ssl.SSLContext] | None = None,
+        authenticate: AuthenticateCertificate | None = None,
+        refuse: Callable[[str, str], None] | None = None,
+        on_fault: Callable[[BaseException], None] = lambda e: _connection_failed(e),
+    ) -> None:
+        """``ssl_context``: the TLS context for each new connection (asked afresh each time: certificates are
+        renewed); ``authenticate``: which node the peer's certificate proves — a connection it refuses is closed,
+        and ``refuse(peer, why)`` told."""
+        self._serve = serve
+        self.max_connections = max_connections
+        self.handshake_timeout_s = handshake_timeout_s
+        self._ssl = ssl_context
+        self._authenticate = authenticate
+        self._refuse = refuse
+        self._on_fault = on_fault  # an exception out of serving a connection: our bug
+        self._sock: socket.socket | None = None
+        self._accepting: asyncio.Task[None] | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self.turned_away = 0  # connections closed on accept, over max_connections
+        self.handshakes_failed = 0
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on ``host:port`` (0: any free port); returns the port. Raises OSError."""
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(1024)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._sock = sock
+        self._accepting = spawn(self._accept(sock), name="peer-frames-accept", on_error=_accept_failed)
+        return int(sock.getsockname()[1])
+
+    async def close(self) -> None:
+        if self._accepting is not None:
+            self._accepting.cancel()
+            await asyncio.gather(self._accepting, return_exceptions=True)
+        if self._sock is not None:
+            self._sock.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+
+    async def _accept(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, address = await loop.sock_accept(sock)
+            except OSError as e:  # out of file descriptors, typically: let connections end before the next accept
+                log.warning("peer_frames_accept_failed", error=str(e))
+                await asyncio.sleep(0.1)
+                continue
+            if len(self._connections) >= self.max_connections:
+                conn.close()
+                self.turned_away += 1
+                continue
+            task = spawn(self._connection(conn, str(address[0])), name="peer-frames", on_error=self._on_fault)
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+
+    async def _connection(self, conn: socket.socket, host: str) -> None:
+        loop = asyncio.get_running_loop()
+        writer: asyncio.StreamWriter | None = None
+        try:
+            reader = asyncio.StreamReader(limit=READ_LIMIT)
+            protocol = asyncio.StreamReaderProtocol(reader)
+            context = self._ssl() if self._ssl is not None else None
+            try:
+                # The handshake runs on the loop without blocking it, and is abandoned after the timeout: a caller
+                # that connects and sends nothing holds its place no longer.
+                transport, _ = await loop.connect_accepted_socket(
+                    lambda: protocol,
+                    conn,
+                    ssl=context,
+                    ssl_handshake_timeout=self.handshake_timeout_s if context is not None else None,
+                )
+            except (OSError, EOFError) as e:  # no certificate, another CA's, plaintext, too slow, gone
+                self.handshakes_failed += 1
+                log.info("peer_handshake_failed", peer=host, error=str(e) or type(e).__name__)
+                return
+            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+            keep_alive(writer)
+            identity = None
+            if self._authenticate is not None:
+                ssl_object = writer.get_extra_info("ssl_object")
+                certificate = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+                try:
+                    identity = self._authenticate(certificate)
+                except PeerRefused as e:
+                    if self._refuse is not None:
+                        self._refuse(host, str(e))
+                    return
+            await self._serve(reader, writer, identity)
+        finally:
+            if writer is not None:
+                writer.close()
+            else:
+                conn.close()
+
+
+def _accept_failed(error: BaseException) -> None:
+    log.critical("peer_frames_accept_stopped", error=f"{type(error).__name__}: {error}")
+
+
+def _connection_failed(error: BaseException) -> None:
+    log.error("peer_frames_connection_failed", error=f"{type(error).__name__}: {error}")
