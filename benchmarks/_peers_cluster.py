@@ -177,17 +177,23 @@ def grpc_error(e: BaseException) -> str:
 
 
 class Pykraft(System):
+    """pykraft's quorum with its defaults; with ``grpc_streams`` its peers talk over gRPC streams instead of frame
+    connections (``pykraft.quorum.frames.port=-1``): the baseline the frames are measured against."""
+
     name = "pykraft"
     election_marker = b'"election_started"'
 
-    def __init__(self, root: Path, ports: list[int], metrics_ports: list[int]) -> None:
+    def __init__(self, root: Path, ports: list[int], metrics_ports: list[int], grpc_streams: bool = False) -> None:
         voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(ports))
         procs = {}
         self.metrics_ports = dict(zip((1, 2, 3), metrics_ports, strict=True))
+        prefix = "pykraft-grpc" if grpc_streams else "pykraft"
+        if grpc_streams:
+            self.name = "pykraft on gRPC streams"
         for i in (1, 2, 3):
             args = [sys.executable, __file__, "--pykraft-node", str(i), "--voters", voters]
-            args += ["--metrics-port", str(self.metrics_ports[i])]
-            procs[i] = Proc([*args, "--data-dir", str(root / f"pykraft{i}")], root / f"pykraft{i}.log")
+            args += ["--metrics-port", str(self.metrics_ports[i])] + (["--grpc-streams"] if grpc_streams else [])
+            procs[i] = Proc([*args, "--data-dir", str(root / f"{prefix}{i}")], root / f"{prefix}{i}.log")
         super().__init__({i: f"127.0.0.1:{ports[i - 1]}" for i in (1, 2, 3)}, procs)
         self.requests: dict[float, bytes] = {}
 
@@ -344,7 +350,8 @@ class BatchingFront(System):
 
 
 def pykraft_node_main(args: argparse.Namespace) -> int:
-    """A quorum node (no controller) with AppendRecords opened; every other setting is the default."""
+    """A quorum node (no controller) with AppendRecords opened; every other setting is the default (but the frame
+    listener, with --grpc-streams)."""
     import faulthandler
 
     from pykraft.logs import configure_logging
@@ -360,6 +367,7 @@ def pykraft_node_main(args: argparse.Namespace) -> int:
         cluster_id="peers-bench",
         raw_appends=True,
         metrics_port=args.metrics_port,
+        frames_port=-1 if args.grpc_streams else 0,
     )
     return run_loop(serve(settings, with_controller=False))
 
@@ -460,6 +468,7 @@ def main() -> int:
     p.add_argument("--voters")
     p.add_argument("--data-dir")
     p.add_argument("--metrics-port", type=int)
+    p.add_argument("--grpc-streams", action="store_true")
     p.add_argument("--echo-server", type=int)
     p.add_argument("--front", type=int)
     p.add_argument("--upstreams")

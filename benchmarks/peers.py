@@ -22,6 +22,9 @@ Prints, for each system and as ratios pykraft/etcd:
 - the design of a multi-process front, measured at 64 in flight beside the echo: the same writes sent to 1 or 2
   front processes that batch what their clients sent meanwhile into one AppendRecords to the leader
   (``_peers_cluster.BatchingFront``), so that the leader pays one gRPC call per batch;
+- the peer transport's baseline: a second pykraft cluster whose peers talk over gRPC streams instead of frame
+  connections (``pykraft.quorum.frames.port=-1``), in the same sequential rounds and beside the echo at 64 in
+  flight, with the ratios frames / gRPC streams, and where each one's sequential commit time goes;
 - failover after kill -9 of the leader, and after SIGSTOP of the leader (silent: no TCP reset): a client writes
   to the leader until the signal, then sends a new write every 10 ms to a survivor (the leader a survivor named,
   else each survivor in turn; each write waits up to 2 s for its answer, so a write stuck behind the dead leader
@@ -236,49 +239,51 @@ def fmt_ratio(a: float, b: float) -> str:
     return "-" if math.isnan(r) or math.isinf(r) else f"{r:.2f}x"
 
 
-async def measure(
-    args: argparse.Namespace, systems: list[System], echo: Echo, fronts: list[BatchingFront], out: Report
-) -> dict[str, Any]:
-    for s in [*systems, echo, *fronts]:
+async def measure(args: argparse.Namespace, systems: list[System], extras: list[System], out: Report) -> dict[str, Any]:
+    """``extras`` (the echo, the fronts, pykraft on gRPC streams) are measured beside the systems at 64 in flight,
+    and pykraft on gRPC streams in the sequential rounds too."""
+    for s in [*systems, *extras]:
         await s.open()
     try:
-        return await _measure(args, systems, echo, fronts, out)
+        return await _measure(args, systems, extras, out)
     finally:
-        for s in [*systems, echo, *fronts]:
+        for s in [*systems, *extras]:
             await s.close()
 
 
 async def _measure(
-    args: argparse.Namespace, systems: list[System], echo: Echo, fronts: list[BatchingFront], out: Report
+    args: argparse.Namespace, systems: list[System], extras: list[System], out: Report
 ) -> dict[str, Any]:
-    for s in [*systems, echo, *fronts]:
+    for s in [*systems, *extras]:
         await s.whole()
+    sequenced = [*systems, *(s for s in extras if isinstance(s, Pykraft))]
     warmup = {}
-    for s in [*systems, echo, *fronts]:
-        t1 = await sequential(s, 100) if s in systems else Tally()
+    for s in [*systems, *extras]:
+        t1 = await sequential(s, 100) if s in sequenced else Tally()
         t2, _, _ = await throughput(s, 64, 0.5)
         warmup[s.name] = summarize([t1, t2])
         out.say(f"{s.name}: ready; warm-up {errors_text(warmup[s.name])}")
     elections0 = {s.name: s.elections() for s in systems}
-    seq: dict[str, list[Tally]] = {s.name: [] for s in systems}
-    stages: dict[int, dict[str, float]] = {}  # pykraft's commit stage sums over the sequential rounds, per node
+    seq: dict[str, list[Tally]] = {s.name: [] for s in sequenced}
+    # each pykraft's commit stage sums over the sequential rounds, per node
+    stages: dict[str, dict[int, dict[str, float]]] = {s.name: {} for s in sequenced}
     tput: dict[tuple[str, int], list[tuple[Tally, float, float]]] = {}
     for r in range(args.rounds):
         order = systems if r % 2 == 0 else systems[::-1]
-        for s in order:
+        for s in sequenced if r % 2 == 0 else sequenced[::-1]:
             before = s.commit_stages() if isinstance(s, Pykraft) else {}
             t = await sequential(s, args.writes)
             seq[s.name].append(t)
             for node, sums in (s.commit_stages() if isinstance(s, Pykraft) else {}).items():
                 for key, value in sums.items():
-                    stages.setdefault(node, {}).setdefault(key, 0.0)
-                    stages[node][key] += value - before[node].get(key, 0.0)
+                    stages[s.name].setdefault(node, {}).setdefault(key, 0.0)
+                    stages[s.name][node][key] += value - before[node].get(key, 0.0)
             out.say(
                 f"round {r + 1} {s.name:>7} sequential: p50 {t.percentile(50):.2f} ms, p99 {t.percentile(99):.2f} ms,"
                 f" {errors_text(t.summary())}"
             )
         for n in (64, 256):
-            for s in [*order, echo, *fronts] if n == 64 else order:
+            for s in [*order, *extras] if n == 64 else order:
                 t, share, server_cpu = await throughput(s, n, args.duration)
                 tput.setdefault((s.name, n), []).append((t, share, server_cpu))
                 out.say(
@@ -320,10 +325,13 @@ async def _measure(
             **{f"failover_{kind}": failover_part(trials.get((s.name, kind), [])) for kind in ("kill9", "sigstop")},
             "elections_outside_trials": outside,
         }
-        if isinstance(s, Pykraft):
-            report[s.name]["commit_hops"] = commit_hops(stages, report[s.name]["sequential"]["mean_ms"])
-    for s in (echo, *fronts):
+    for s in extras:
         report[s.name] = {"warmup": warmup[s.name], "throughput_64": throughput_part(s.name, 64)}
+        if s in sequenced:
+            report[s.name]["sequential"] = summarize(seq[s.name])
+    for s in sequenced:
+        if isinstance(s, Pykraft):
+            report[s.name]["commit_hops"] = commit_hops(stages[s.name], report[s.name]["sequential"]["mean_ms"])
     return report
 
 
@@ -388,11 +396,11 @@ HOP_LINES = (
 )
 
 
-def print_hops(hops: dict[str, float], total_ms: float, out: Report) -> None:
+def print_hops(hops: dict[str, float], total_ms: float, out: Report, name: str = "pykraft") -> None:
     if not hops:
         return
     out.say(
-        f"\npykraft sequential commit, where the mean {total_ms:.2f} ms goes ({hops['traced_appends']:,.0f} appends "
+        f"\n{name} sequential commit, where the mean {total_ms:.2f} ms goes ({hops['traced_appends']:,.0f} appends "
         "traced on the leader; stages from quorum/raft/hops.py via /metrics):"
     )
     for key, text in HOP_LINES:
@@ -456,6 +464,17 @@ def print_table(report: dict[str, Any], has_etcd: bool, etcd_name: str, out: Rep
                 f"{name} (batching the clients' writes into one AppendRecords to the leader), 64 in flight: "
                 f"{t['ops_per_s']:,.0f} writes/s (servers' CPU {t['server_cpu_us_per_write']:,.0f} us/write) = "
                 f"{fmt_ratio(t['ops_per_s'], echo['ops_per_s'])} the echo"
+            )
+    for name, r in report.items():
+        if name.endswith("on gRPC streams"):  # the peer transport's baseline, in the same rounds
+            seq, t = r["sequential"], r["throughput_64"]
+            out.say(
+                f"{name} (pykraft.quorum.frames.port=-1), in the same rounds: sequential p50 {seq['p50_ms']:.2f} ms, "
+                f"mean {seq['mean_ms']:.2f} ms; 64 in flight {t['ops_per_s']:,.0f} writes/s (servers' CPU "
+                f"{t['server_cpu_us_per_write']:,.0f} us/write). pykraft on frames / on gRPC streams: p50 "
+                f"{fmt_ratio(p['sequential']['p50_ms'], seq['p50_ms'])}, mean "
+                f"{fmt_ratio(p['sequential']['mean_ms'], seq['mean_ms'])}, 64 in flight "
+                f"{fmt_ratio(p['throughput_64']['ops_per_s'], t['ops_per_s'])}"
             )
     shares = {
         name: max(
@@ -525,7 +544,7 @@ def run_parent(args: argparse.Namespace) -> int:
     if binary is None:
         out.say(etcd.NOT_INSTALLED)
         out.say("measuring pykraft alone (no ratios)")
-    ports = free_ports(16)
+    ports = free_ports(22)
     systems: list[System] = []
     if binary is not None:
         systems.append(etcd.Etcd(binary, root, ports[0:3], ports[3:6]))
@@ -533,6 +552,8 @@ def run_parent(args: argparse.Namespace) -> int:
     systems.append(pykraft)
     echo = Echo(root, ports[9])
     fronts = [BatchingFront(root, pykraft, ports[13:14]), BatchingFront(root, pykraft, ports[14:16])]
+    on_grpc = Pykraft(root, ports[16:19], ports[19:22], grpc_streams=True)
+    extras: list[System] = [echo, *fronts, on_grpc]
     etcd_name = f"etcd {systems[0].version}" if binary is not None else "etcd"  # type: ignore[attr-defined]
     out.say(
         f"peers benchmark: {' and '.join(s.name for s in systems)}, 3 members each on 127.0.0.1; {os.cpu_count()} "
@@ -547,25 +568,32 @@ def run_parent(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupted)  # like Ctrl-C: the processes started here are ended below
     keep = bool(args.dir)
     try:
-        for s in [*systems, echo, *fronts]:
+        for s in [*systems, *extras]:
             s.start()
-        report["systems"] = run_loop(measure(args, systems, echo, fronts, out))
+        report["systems"] = run_loop(measure(args, systems, extras, out))
     except Exception:
         keep = True
         out.say(f"the run failed: its data directories and logs are kept in {root}")
         raise
     finally:
-        for s in [*systems, echo, *fronts]:
+        for s in [*systems, *extras]:
             s.end()
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     figures = report["systems"]
     print_table(figures, binary is not None, etcd_name, out)
-    print_hops(figures["pykraft"].get("commit_hops", {}), figures["pykraft"]["sequential"]["mean_ms"], out)
-    print_failures(figures, [*(s.name for s in systems), echo.name, *(f.name for f in fronts)], out)
+    for name in ("pykraft", on_grpc.name):
+        print_hops(figures[name].get("commit_hops", {}), figures[name]["sequential"]["mean_ms"], out, name)
+    print_failures(figures, [*(s.name for s in systems), *(s.name for s in extras)], out)
     p, echo_rate = figures["pykraft"], figures[echo.name]["throughput_64"]["ops_per_s"]
+    g = figures[on_grpc.name]
     report["ratios"] = {
         "echo_64": ratio(p["throughput_64"]["ops_per_s"], echo_rate),
+        "frames_vs_grpc_streams": {
+            "sequential_p50": ratio(p["sequential"]["p50_ms"], g["sequential"]["p50_ms"]),
+            "sequential_mean": ratio(p["sequential"]["mean_ms"], g["sequential"]["mean_ms"]),
+            "throughput_64": ratio(p["throughput_64"]["ops_per_s"], g["throughput_64"]["ops_per_s"]),
+        },
         "echo_64_by_round": by_round_ratios(p["throughput_64"], figures[echo.name]["throughput_64"]),
         **(
             {
