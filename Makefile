@@ -66,6 +66,7 @@ format: $(STAMP)
 bench: $(STAMP) bytecode
 	$(PY) benchmarks/log_append.py
 	$(PY) benchmarks/raft_append.py
+	$(PY) benchmarks/peer_wire.py
 	$(PY) benchmarks/create_topics.py
 	$(PY) benchmarks/audit_replay.py
 
