@@ -90,6 +90,14 @@ def keep_alive(writer: asyncio.StreamWriter) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_COUNT)
 
 
+def let_go(writer: asyncio.StreamWriter) -> None:
+    """End a connection that is over at once. Not ``close()``: it waits for unsent bytes to drain (and a TLS
+    shutdown for the peer's answer, up to 30 s), so a peer that stops reading would keep the socket and its buffer
+    for ever, no longer counted under the connection cap. What is unsent is of no use to a peer whose stream is
+    over."""
+    writer.transport.abort()
+
+
 class FrameListener:
     """Accepts frame connections and hands each to ``serve``, within the bounds above."""
 
@@ -201,7 +209,7 @@ class FrameListener:
             await self._serve(reader, writer, identity)
         finally:
             if writer is not None:
-                writer.close()
+                let_go(writer)
             else:
                 conn.close()
 

@@ -57,6 +57,7 @@ from quorum.transport.frames import (
     PeerRefused,
     encode,
     keep_alive,
+    let_go,
     read_frames,
 )
 from quorum.transport.pb import quorum_pb2 as pb
@@ -101,7 +102,8 @@ PENDING_STREAM_LIMIT = 64
 OBSERVER_STREAM_LIMIT = 1024
 QUEUE_LIMIT = 512  # messages waiting per stream
 # Bytes a frame connection may hold unsent (a peer that stops reading); more are dropped, as past a full queue. Twice
-# the largest message: a fetch answer in full behind another.
+# the largest message: a fetch answer in full behind another. (On TLS the count is the TLS layer's: the socket's own
+# buffer below it adds at most a message and 64 KiB.)
 WRITE_BUFFER_LIMIT = 2 * MAX_MESSAGE_BYTES
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -224,6 +226,7 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
         await asyncio.gather(*(c.close() for c in self._clients.values()), return_exceptions=True)
         if self._frames is not None:
             await self._frames.close()
+            self._frames, self.frames_port = None, 0  # FrameEndpoint names no port any more
         for stream in self._inbound.values():
             with contextlib.suppress(asyncio.QueueFull):
                 stream.queue.put_nowait(None)
@@ -299,6 +302,8 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
         """Take peer streams as frames (quorum/transport/frames.py) on ``host:port`` too (0: any free port), and
         name the port to peers that ask. ``ssl_context`` (the context for each new connection) and ``authenticate``
         are this listener's counterparts of :meth:`secure`'s. Returns the port."""
+        if self._frames is not None:
+            raise RuntimeError(f"node {self.node_id} already takes frames on port {self.frames_port}")
         self._frames = FrameListener(
             self._serve_frames,
             max_connections=MAX_CONNECTIONS,
@@ -575,7 +580,7 @@ class _PeerClient:
                 log.warning("peer_message_undecodable", peer=peer, target=f"{host}:{port}", reason=problems[0])
         finally:
             self.writer = self.wire = None
-            writer.close()
+            let_go(writer)
         return answered
 
     def _received(self, msg: pb.PeerMessage) -> None:
