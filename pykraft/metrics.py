@@ -28,6 +28,7 @@ from quorum.fault import LoggingFaultHandler
 from quorum.histogram import Histogram
 from quorum.raft.roles import Leader
 from quorum.raft.runtime import RaftNode
+from quorum.transport.peer import PeerTransport
 
 ROLES = ("Unattached", "Voted", "Prospective", "Candidate", "Leader", "Follower", "Resigned")
 
@@ -127,6 +128,7 @@ class RaftCollector(Collector):
             [(nid, m.election_seconds)],
         )
         yield from voter_lag(core.role, self.node.log.end_offset, labels, nid)
+        yield from peer_transport_metrics(self.node.transport, labels, nid)
         # Where a commit's time goes (quorum/raft/hops.py): per stage, the summed time since the traced append (on
         # the leader) or since a fetch answer with records arrived (on a follower); divide by the samples.
         stages = CounterMetricFamily(
@@ -152,6 +154,53 @@ class RaftCollector(Collector):
             [*labels, "side", "stage"],
             [([*nid, side, stage], h) for side, trace in traces for stage, h in trace.histograms.items()],
         )
+
+
+def peer_transport_metrics(
+    transport: PeerTransport, labels: list[str], nid: list[str]
+) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """The peer streams: how each outbound one runs now, and what the transport refused, ended or dropped."""
+    wire = GaugeMetricFamily(
+        "pykraft_peer_stream_wire",
+        "1 for how this node's stream to each peer runs now (frames, grpc); 0 for both while it has none open",
+        labels=[*labels, "peer", "wire"],
+    )
+    for peer in transport.peers:
+        now = transport.wire(peer)
+        for kind in ("frames", "grpc"):
+            wire.add_metric([*nid, str(peer), kind], 1.0 if now == kind else 0.0)
+    yield wire
+    _, counter = single_samples(labels, nid)
+    yield counter(
+        "pykraft_peer_messages_dropped",
+        "Peer messages dropped: no stream to the node, or its queue or write buffer full",
+        transport.dropped,
+    )
+    yield counter(
+        "pykraft_peer_streams_refused",
+        "Inbound peer streams ended: the caller's certificate does not allow what it sent",
+        transport.refused,
+    )
+    yield counter(
+        "pykraft_peer_streams_undecodable",
+        "Inbound peer streams ended at bytes that are no PeerMessage (or a frame over the size limit)",
+        transport.undecodable,
+    )
+    yield counter(
+        "pykraft_peer_streams_ended_for_room",
+        "Inbound peer streams ended to stay within the pending and non-voter stream limits",
+        transport.streams_ended,
+    )
+    yield counter(
+        "pykraft_peer_frame_connections_turned_away",
+        "Frame connections closed as they came, over the connection limit",
+        transport.frames_turned_away,
+    )
+    yield counter(
+        "pykraft_peer_frame_handshakes_failed",
+        "Frame connections whose TLS handshake failed or took too long",
+        transport.frame_handshakes_failed,
+    )
 
 
 def voter_lag(role: object, log_end_offset: int, labels: list[str], nid: list[str]) -> Iterator[GaugeMetricFamily]:

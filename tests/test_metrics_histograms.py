@@ -1,7 +1,7 @@
 """The node's Prometheus histograms and gauges: request time by API and Kafka error, commit and event-queue time
 (a deferred event waits only from its time on), election time, offline and imbalanced partitions, the applied
-offset's lag, per-voter lag, process_* / python_* and pykraft_build_info — scraped from a real node over HTTP,
-and the pieces they are built from checked on their own."""
+offset's lag, per-voter lag, the peer streams, process_* / python_* and pykraft_build_info — scraped from a real node
+over HTTP, and the pieces they are built from checked on their own."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import grpc
 import pytest
 from metrics_helpers import Scrape, live_node, unfenced_brokers
 from prometheus_client import generate_latest
@@ -20,14 +21,18 @@ from controller.event_queue import Event, EventQueue
 from controller.partition_change import PartitionRegistration
 from pykraft.broker_metrics import broker_registry
 from pykraft.client import NewTopic
-from pykraft.metrics import RECOUNT_ALWAYS_BELOW, PartitionHealth
+from pykraft.metrics import RECOUNT_ALWAYS_BELOW, PartitionHealth, peer_transport_metrics
 from pykraft.replica.manager import ReplicaManager
 from pykraft.replica.partition import ReplicaConfig
+from pykraft.testing import free_ports
 from quorum.errors import Errors, KafkaError
 from quorum.histogram import LATENCY_BUCKETS_S, Histogram
+from quorum.raft.config import VoterAddress
+from quorum.raft.messages import BeginQuorumEpochRequest, Envelope
 from quorum.raft.roles import Leader
 from quorum.sim.faults import Faults
 from quorum.sim.harness import Simulation
+from quorum.transport.peer import PeerTransport
 
 LE = [*map(str, LATENCY_BUCKETS_S), "+Inf"]
 
@@ -252,3 +257,45 @@ async def test_a_broker_observer_serves_its_raft_metrics_and_applied_offset(tmp_
     assert info.labels["role"] == "broker"
     # The leader lists its voters only: the observer is no voter.
     assert [s.labels["voter_id"] for s in leader.samples if s.name == "kafka_raft_voter_lag"] == ["1"]
+
+
+async def test_peer_stream_metrics_say_how_each_stream_runs_and_what_was_dropped() -> None:
+    port_1, port_2 = free_ports(2)
+    voters = {1: VoterAddress(1, "127.0.0.1", port_1), 2: VoterAddress(2, "127.0.0.1", port_2)}
+    received: list[Envelope] = []
+    one = PeerTransport(1, voters, lambda env: None, lambda peer: None)
+    two = PeerTransport(2, voters, received.append, lambda peer: None)
+    server = grpc.aio.server()
+    two.add_to_server(server)
+    server.add_insecure_port(f"127.0.0.1:{port_2}")
+    await server.start()
+    await two.listen_frames("127.0.0.1", 0)
+
+    def samples() -> dict[tuple[str, ...], float]:
+        return {
+            (s.name, *s.labels.values()): s.value
+            for family in peer_transport_metrics(one, ["node_id"], ["1"])
+            for s in family.samples
+        }
+
+    try:
+        before = samples()
+        assert before[("pykraft_peer_stream_wire", "1", "2", "frames")] == 0  # not started: no stream yet
+        assert before[("pykraft_peer_messages_dropped_total", "1")] == 0
+        one.start()
+        one.send(Envelope(1, 2, BeginQuorumEpochRequest("c", 1, 1, correlation_id=1)))
+        one.send(Envelope(1, 3, BeginQuorumEpochRequest("c", 1, 1, correlation_id=2)))  # no such peer: dropped
+        async with asyncio.timeout(5):
+            while not received:
+                await asyncio.sleep(0.01)
+        after = samples()
+        assert after[("pykraft_peer_stream_wire", "1", "2", "frames")] == 1
+        assert after[("pykraft_peer_stream_wire", "1", "2", "grpc")] == 0
+        assert after[("pykraft_peer_messages_dropped_total", "1")] == 1
+        for name in ("refused", "undecodable", "ended_for_room"):
+            assert after[(f"pykraft_peer_streams_{name}_total", "1")] == 0
+        assert after[("pykraft_peer_frame_connections_turned_away_total", "1")] == 0
+    finally:
+        await one.close()
+        await two.close()
+        await server.stop(None)

@@ -216,6 +216,21 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
         for client in self._clients.values():
             client.start()
 
+    @property
+    def peers(self) -> list[int]:
+        """The nodes this one keeps an outbound stream to."""
+        return list(self._clients)
+
+    @property
+    def frames_turned_away(self) -> int:
+        """Frame connections closed as they came, over the connection cap."""
+        return self._frames.turned_away if self._frames is not None else 0
+
+    @property
+    def frame_handshakes_failed(self) -> int:
+        """Frame connections whose TLS handshake failed or timed out."""
+        return self._frames.handshakes_failed if self._frames is not None else 0
+
     def wire(self, peer: int) -> str | None:
         """How our stream to ``peer`` runs now: "frames" (connected) or "grpc" (a call open, perhaps still waiting
         for the peer), else None."""
