@@ -36,7 +36,7 @@ import structlog
 from controller.quorum_controller import ControllerSettings, QuorumController
 from pykraft.security.channels import ClientTls, aio_channel
 from pykraft.security.peer_identity import controller_name
-from pykraft.security.tls import TlsSettings, channel_credentials, client_ssl_context
+from pykraft.security.tls import TlsSettings, channel_credentials
 from quorum.fault import FaultHandler, LoggingFaultHandler, fault_message, spawn
 from quorum.log.log import LogConfig, MetadataLog
 from quorum.log.meta_properties import DirectoryLock, ensure_meta_properties
@@ -81,7 +81,6 @@ class MetadataObserver:
             )
         # Read before the directory is locked: a bad file (TlsConfigError) leaves nothing to release.
         self._credentials = channel_credentials(tls) if tls is not None else None
-        self._frame_ssl = client_ssl_context(tls) if tls is not None else None  # the same, for frame connections
         self.broker_id = broker_id
         self.voters = voters
         self.cluster_id = cluster_id
@@ -106,7 +105,13 @@ class MetadataObserver:
         )
         if self._credentials is not None:
             # An observer only dials out: no inbound peer streams to authenticate.
-            self.node.transport.secure(self._credentials, None, controller_name, self._frame_ssl)
+            self.node.transport.secure(self._credentials, None, controller_name)
+        # An observer fetches over gRPC streams, not frames: a broker's loop is the one replaying what it fetches,
+        # and at 2M partitions it waits seconds for a core. Frames are read on that loop, a buffer at a time, so an
+        # 8 MiB answer took many such turns and its fetch timed out over and over (benchmarks/scale.py at 2M: 16-19
+        # fetch timeouts per broker, all caught up 185 s after the start; over gRPC, whose own threads take the
+        # bytes off the socket whatever the loop is doing, 2-6 and 96 s).
+        self.node.transport.dial_frames = False
         settings = dataclasses.replace(controller_settings or ControllerSettings(), serve_local_reads=True)
         self.image = QuorumController(broker_id, self.node, settings, self.faults)
         self.catch_up_seconds: float | None = None  # from start() to the first catch-up

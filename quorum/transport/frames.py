@@ -30,8 +30,10 @@ from quorum.fault import spawn
 from quorum.transport.pb import quorum_pb2 as pb
 
 FRAME = struct.Struct(">I")
-# The stream reader's buffer limit: it stops reading the socket past twice this, until a frame is taken out.
-READ_LIMIT = 1024 * 1024
+# The stream reader's buffer limit: it stops reading the socket past twice this, until a frame is taken out. A whole
+# fetch answer (8 MiB) must fit below it: each pause costs a turn of the reader's event loop, and a broker busy
+# replaying turns its loop slowly (at 1 MiB, 2M-partition brokers fell seconds behind, their fetches timing out).
+READ_LIMIT = 8 * 1024 * 1024
 # Keepalive on every frame connection: a peer silent this long is probed, and dropped after the probes go unanswered
 # (about idle + interval x count); the gRPC channels' keepalive is 10 s + 5 s.
 KEEPALIVE_IDLE_S = 10
