@@ -233,6 +233,7 @@ async def test_a_broker_observer_serves_its_raft_metrics_and_applied_offset(tmp_
         await unfenced_brokers(live.admin, [101])
         await live.admin.create_topics([NewTopic("orders", 3, 1)])
         observer = MetadataObserver(201, live.voters, "metrics", tmp_path / "broker-201")  # Kafka's timeouts
+        assert not observer.node.transport.dial_frames  # an observer fetches over gRPC (broker/observer.py says why)
         observer.start()
         try:
             async with asyncio.timeout(10):
