@@ -51,6 +51,7 @@ from quorum.fault import spawn
 from quorum.histogram import Histogram
 from quorum.log.message import DecodeError, EncodeError
 from quorum.transport.peer import HANDSHAKE_TIMEOUT_MS, MAX_CONNECTIONS
+from quorum.transport.sockets import listening_socket, stop_listening
 
 if TYPE_CHECKING:
     from pykraft.security.ssl_context import ReloadingSslContext
@@ -139,31 +140,11 @@ class KafkaListener:
 
     async def start(self, host: str, port: int) -> None:
         """Listen on ``host:port`` (the first address it resolves to; port 0: any free one). Raises OSError."""
-        loop = asyncio.get_running_loop()
-        infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family, kind, proto, _, address = infos[0]
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(address)
-            sock.listen(1024)
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
-        self._sock = sock
+        self._sock = sock = await listening_socket(host, port)
         self._accepting = spawn(self._accept(sock), name="kafka-accept", on_error=_accept_failed)
 
     async def stop(self) -> None:
-        if self._accepting is not None:
-            self._accepting.cancel()
-            await asyncio.gather(self._accepting, return_exceptions=True)
-        if self._sock is not None:
-            self._sock.close()
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
+        await stop_listening(self._accepting, self._sock, self._connections)
 
     async def _accept(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()

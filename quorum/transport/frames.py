@@ -28,6 +28,7 @@ from google.protobuf.message import DecodeError
 
 from quorum.fault import spawn
 from quorum.transport.pb import quorum_pb2 as pb
+from quorum.transport.sockets import listening_socket, stop_listening
 
 FRAME = struct.Struct(">I")
 # The stream reader's buffer limit: it stops reading the socket past twice this, until a frame is taken out. A whole
@@ -132,32 +133,12 @@ class FrameListener:
 
     async def start(self, host: str, port: int) -> int:
         """Listen on ``host:port`` (0: any free port); returns the port. Raises OSError."""
-        loop = asyncio.get_running_loop()
-        infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family, kind, proto, _, address = infos[0]
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(address)
-            sock.listen(1024)
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
-        self._sock = sock
+        self._sock = sock = await listening_socket(host, port)
         self._accepting = spawn(self._accept(sock), name="peer-frames-accept", on_error=_accept_failed)
         return int(sock.getsockname()[1])
 
     async def close(self) -> None:
-        if self._accepting is not None:
-            self._accepting.cancel()
-            await asyncio.gather(self._accepting, return_exceptions=True)
-        if self._sock is not None:
-            self._sock.close()
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
+        await stop_listening(self._accepting, self._sock, self._connections)
 
     async def _accept(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
