@@ -50,7 +50,7 @@ from quorum.errors import Errors
 from quorum.fault import spawn
 from quorum.histogram import Histogram
 from quorum.log.message import DecodeError, EncodeError
-from quorum.transport.peer import HANDSHAKE_TIMEOUT_MS, MAX_CONNECTIONS
+from quorum.transport.limits import HANDSHAKE_TIMEOUT_MS, MAX_CONNECTIONS
 from quorum.transport.sockets import listening_socket, stop_listening
 
 if TYPE_CHECKING:

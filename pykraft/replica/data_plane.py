@@ -67,7 +67,7 @@ from pykraft.security.tls import ClientAuth, ReloadingServerCredentials, TlsSett
 from quorum.errors import Errors, KafkaError
 from quorum.fault import FaultHandler, cancel_until_done, fault_message, spawn
 from quorum.log.message import Uuid
-from quorum.transport.peer import MAX_MESSAGE_BYTES
+from quorum.transport.limits import MAX_MESSAGE_BYTES
 from quorum.transport.server import new_server
 
 log = structlog.get_logger("pykraft.replica")

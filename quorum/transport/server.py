@@ -18,7 +18,7 @@ from google.protobuf import descriptor_pool
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.message_factory import GetMessageClass
 
-from quorum.transport.peer import SERVER_OPTIONS
+from quorum.transport.limits import SERVER_OPTIONS
 
 log = structlog.get_logger("quorum.transport")
 

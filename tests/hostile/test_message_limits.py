@@ -19,9 +19,9 @@ from pykraft.api import controller_pb2 as cpb
 from pykraft.api import controller_pb2_grpc as cpb_grpc
 from pykraft.authorization import denied_message
 from quorum.errors import Errors
+from quorum.transport.limits import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES, SERVER_OPTIONS
 from quorum.transport.pb import quorum_pb2 as qpb
 from quorum.transport.pb import quorum_pb2_grpc as qpb_grpc
-from quorum.transport.peer import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES, SERVER_OPTIONS
 
 BIG = [("grpc.max_send_message_length", 4 * MAX_MESSAGE_BYTES)]  # the client may send more than the node takes
 

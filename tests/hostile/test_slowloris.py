@@ -15,6 +15,7 @@ from hostile_helpers import CLUSTER_ID, live_node
 import quorum.transport.peer as peer
 import quorum.transport.server as server_module
 from pykraft.api import controller_pb2 as cpb
+from quorum.transport.limits import MAX_STREAMS_PER_CONNECTION
 from quorum.transport.pb import quorum_pb2 as qpb
 from quorum.transport.pb import quorum_pb2_grpc as qpb_grpc
 
@@ -87,7 +88,7 @@ async def test_idle_unary_calls_take_at_most_a_connections_streams(tmp_path: Pat
                 response_deserializer=cpb.CreateTopicsResponse.FromString,
             )
             calls = []
-            for _ in range(peer.MAX_STREAMS_PER_CONNECTION):
+            for _ in range(MAX_STREAMS_PER_CONNECTION):
                 call = create()  # no request is ever written: the server waits for it
                 await call.wait_for_connection()
                 calls.append(call)

@@ -1,16 +1,18 @@
 """The peer transport's frame connections, in one process: a node that names a frame listener (FrameEndpoint) is
 dialled there and both directions go over frames; a node without one, or a dialler told not to, keeps the gRPC
 stream; a peer restarted on another frame port is found again and hears what was queued for it, except requests
-older than the request timeout."""
+older than the request timeout; and a frame port that cannot be used leaves the gRPC stream in its place."""
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import grpc
 import pytest
+import structlog
 
 from pykraft.testing import free_ports
 from quorum.errors import Errors
@@ -133,3 +135,19 @@ async def test_a_peer_restarted_on_another_frame_port_is_found_again_and_hears_w
             assert 2 in one.unreachable  # the broken connection was reported
         finally:
             await two.stop()
+
+
+async def test_a_frame_port_that_cannot_be_used_falls_back_to_the_grpc_stream() -> None:
+    """The dialler expects TLS on frames, the listener speaks plain TCP: the handshake fails, and rather than retry
+    a connection that will never work, the dialler takes the gRPC stream, which reached the peer a moment ago."""
+    voters = voters_on(free_ports(2))
+    one, two = Peer(1, voters), Peer(2, voters)
+    one.transport.frame_ssl = ssl.create_default_context()
+    async with running(one, two):
+        with structlog.testing.capture_logs() as logs:
+            one.transport.send(begin(1))
+            await two.wait_for(1)
+        assert one.transport.wire(2) == "grpc"
+        assert [e["fallback"] for e in logs if e["event"] == "peer_frames_unusable"] == ["grpc"]
+        two.transport.send(answer(1))
+        await one.wait_for(1)
