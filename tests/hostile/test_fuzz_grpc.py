@@ -1,8 +1,8 @@
 """Fuzzing a live node in this process: random, mutated and garbage payloads to every public gRPC method (the
-Controller service, the quorum admin) and to the Raft peer stream. Nothing may crash it (no fault, the controller
-and the Raft core alive, a real client still answered and a write still committed), no handler may fail with an
-unexpected exception (gRPC's UNKNOWN), a refused request may not change the log, garbage on the peer stream may not
-move the leader, its epoch or the committed offset, and memory stays bounded.
+Controller service, the quorum admin) and to the Raft peer stream, on gRPC and on frames. Nothing may crash it (no
+fault, the controller and the Raft core alive, a real client still answered and a write still committed), no handler
+may fail with an unexpected exception (gRPC's UNKNOWN), a refused request may not change the log, garbage on the peer
+stream may not move the leader, its epoch or the committed offset, and memory stays bounded.
 
 The short budget runs in the normal suite; ``make fuzz`` runs PYKRAFT_FUZZ_COUNT (100,000) payloads per method.
 Every run prints its seed: PYKRAFT_FUZZ_SEED=<seed> replays it."""
@@ -29,6 +29,8 @@ from hostile_helpers import CLUSTER_ID, live_node, rss_bytes
 from controller.quorum_controller import ControllerSettings
 from pykraft.api import controller_pb2 as cpb
 from quorum.raft.runtime import RaftNode
+from quorum.transport.frames import FRAME
+from quorum.transport.limits import MAX_MESSAGE_BYTES
 from quorum.transport.pb import quorum_pb2 as qpb
 
 SERVICES = [
@@ -210,5 +212,54 @@ async def test_fuzz_peer_stream(tmp_path: Path) -> None:
         assert after == before, f"seed {seed}: (leader, epoch, high watermark, log end) {before} -> {after}"
         assert live.node.core is core and await live.serves(channel)
         assert await live.commits("after-peer-fuzz"), f"seed {seed}"
+        growth = rss_bytes() - rss_before
+        assert growth < RSS_GROWTH_LIMIT, f"seed {seed}: RSS grew by {growth} bytes"
+
+
+async def test_fuzz_peer_frames(tmp_path: Path) -> None:
+    """The same payloads as frame connections (quorum/transport/frames.py): frames of random, mutated and plausible
+    PeerMessages, now and then bytes that are none, or a length header past the limit."""
+    seed = fuzz_seed()
+    print(f"fuzz seed {seed} (PYKRAFT_FUZZ_SEED={seed} replays it)")
+    rng = random.Random(seed)
+    count = fuzz_count(2000)
+    async with live_node(tmp_path, SETTINGS) as live, grpc.aio.insecure_channel(live.address) as channel:
+        transport = live.node.transport
+        port = await transport.listen_frames("127.0.0.1", 0)
+        core = live.node.core
+        assert core is not None
+        async with asyncio.timeout(10):
+            while core.high_watermark != live.node.log.end_offset:
+                await asyncio.sleep(0.01)
+        before = (core.leader_id, core.epoch, core.high_watermark, live.node.log.end_offset)
+        rss_before = rss_bytes()
+        sent = connections = 0
+        deadline = time.monotonic() + BUDGET_S * (count / 4000)
+        while sent < count and (time.monotonic() < deadline or sent < 200):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            connections += 1
+            for _ in range(rng.randint(1, 50)):
+                data = peer_message(rng)
+                try:
+                    qpb.PeerMessage.FromString(data)
+                except DecodeError:
+                    if rng.random() < 0.9:
+                        continue  # undecodable: sent now and then (it ends the connection), mostly skipped
+                header = len(data) if rng.random() < 0.99 else rng.randint(MAX_MESSAGE_BYTES + 1, 2**32 - 1)
+                writer.write(FRAME.pack(header) + data)
+                sent += 1
+            writer.write_eof()
+            with contextlib.suppress(ConnectionError):
+                async with asyncio.timeout(10):
+                    while await reader.read(65536):  # answers, until the node ends the connection
+                        pass
+            writer.close()
+            assert live.healthy, f"seed {seed}: {live.faults.faults}"
+        print(f"peer frames sent: {sent} on {connections} connections; undecodable endings: {transport.undecodable}")
+        assert live.healthy, f"seed {seed}: {live.faults.faults}"
+        after = (core.leader_id, core.epoch, core.high_watermark, live.node.log.end_offset)
+        assert after == before, f"seed {seed}: (leader, epoch, high watermark, log end) {before} -> {after}"
+        assert live.node.core is core and await live.serves(channel)
+        assert await live.commits("after-frame-fuzz"), f"seed {seed}"
         growth = rss_bytes() - rss_before
         assert growth < RSS_GROWTH_LIMIT, f"seed {seed}: RSS grew by {growth} bytes"
