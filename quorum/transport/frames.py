@@ -2,10 +2,10 @@
 
 Each frame is a 4-byte big-endian length and that many bytes of one PeerMessage. As on the gRPC stream, the node that
 connects writes its requests and reads the responses; the node that listens reads requests and writes responses.
-What one message costs is the reason: a request and its response on an open grpc.aio bidi stream took ~220 us and
-~150 us of CPU at each end here, on frames ~120 us and ~50 us — and every commit costs the leader two such
-exchanges per follower (benchmarks/peers.py). A node's listener port, found with the gRPC ``FrameEndpoint`` call,
-stays the only address a peer needs.
+What one message costs is the reason: a request and its answer on an open grpc.aio bidi stream took ~200 us and
+~130 us of CPU at each end here, on frames ~110 us and ~55 us (benchmarks/peer_wire.py), and every commit costs the
+leader such an exchange with each follower. The voter port stays the only address a peer needs: the gRPC call
+``FrameEndpoint`` there names the frame port.
 
 The peer transport (:mod:`quorum.transport.peer`) serves a frame connection with the same code as a gRPC stream: the
 identity checks, the limits on pending and non-voters' streams, the bounded queues. The listener adds what gRPC gave:
@@ -32,8 +32,9 @@ from quorum.transport.sockets import listening_socket, stop_listening
 
 FRAME = struct.Struct(">I")
 # The stream reader's buffer limit: it stops reading the socket past twice this, until a frame is taken out. A whole
-# fetch answer (8 MiB) must fit below it: each pause costs a turn of the reader's event loop, and a broker busy
-# replaying turns its loop slowly (at 1 MiB, 2M-partition brokers fell seconds behind, their fetches timing out).
+# fetch answer (8 MiB) fits below it, so a node catching up is not paused inside each answer: every pause costs a
+# turn of its event loop, and a busy loop turns slowly. (That is also why brokers' observers stay on gRPC, whose
+# threads read whatever the loop does: broker/observer.py.)
 READ_LIMIT = 8 * 1024 * 1024
 # Keepalive on every frame connection: a peer silent this long is probed, and dropped after the probes go unanswered
 # (about idle + interval x count); the gRPC channels' keepalive is 10 s + 5 s.
