@@ -31,7 +31,7 @@ import struct
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -51,7 +51,7 @@ from quorum.fault import spawn
 from quorum.histogram import Histogram
 from quorum.log.message import DecodeError, EncodeError
 from quorum.transport.limits import HANDSHAKE_TIMEOUT_MS, MAX_CONNECTIONS
-from quorum.transport.sockets import listening_socket, stop_listening
+from quorum.transport.sockets import accept_forever, listening_socket, stop_listening
 
 if TYPE_CHECKING:
     from pykraft.security.ssl_context import ReloadingSslContext
@@ -141,37 +141,26 @@ class KafkaListener:
     async def start(self, host: str, port: int) -> None:
         """Listen on ``host:port`` (the first address it resolves to; port 0: any free one). Raises OSError."""
         self._sock = sock = await listening_socket(host, port)
-        self._accepting = spawn(self._accept(sock), name="kafka-accept", on_error=_accept_failed)
+        accepting = accept_forever(sock, self._admit, "kafka_accept_failed")
+        self._accepting = spawn(accepting, name="kafka-accept", on_error=_accept_failed)
 
     async def stop(self) -> None:
         await stop_listening(self._accepting, self._sock, self._connections)
 
-    async def _accept(self, sock: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                conn, address = await loop.sock_accept(sock)
-            except OSError as e:  # out of file descriptors, typically: let connections end before the next accept
-                log.warning("kafka_accept_failed", error=str(e))
-                await asyncio.sleep(0.1)
-                continue
-            except Exception as e:  # our bug: keep accepting rather than leave the port deaf
-                log.exception("kafka_accept_failed", error=f"{type(e).__name__}: {e}")
-                await asyncio.sleep(0.1)
-                continue
-            host, port = str(address[0]), int(address[1])
-            if self.stats.connections >= self.max_connections:
-                self._refuse(conn, host, port, "limit", self.max_connections)
-                continue
-            if self._per_ip[host] >= self.max_connections_per_ip:
-                self._refuse(conn, host, port, "per_ip_limit", self.max_connections_per_ip)
-                continue
-            self._per_ip[host] += 1
-            self.stats.connections += 1
-            self.stats.connections_total += 1
-            task = spawn(self._serve_socket(conn, host, port), name=f"kafka-{host}:{port}", on_error=_serve_failed)
-            self._connections.add(task)
-            task.add_done_callback(self._connections.discard)
+    def _admit(self, conn: socket.socket, address: Any) -> None:
+        host, port = str(address[0]), int(address[1])
+        if self.stats.connections >= self.max_connections:
+            self._refuse(conn, host, port, "limit", self.max_connections)
+            return
+        if self._per_ip[host] >= self.max_connections_per_ip:
+            self._refuse(conn, host, port, "per_ip_limit", self.max_connections_per_ip)
+            return
+        self._per_ip[host] += 1
+        self.stats.connections += 1
+        self.stats.connections_total += 1
+        task = spawn(self._serve_socket(conn, host, port), name=f"kafka-{host}:{port}", on_error=_serve_failed)
+        self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
 
     def _refuse(self, conn: socket.socket, host: str, port: int, reason: str, limit: int) -> None:
         """Close a connection over a bound at once (nothing read, no handshake), count it, and log it — one line a

@@ -22,13 +22,14 @@ import socket
 import ssl
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import structlog
 from google.protobuf.message import DecodeError
 
 from quorum.fault import spawn
 from quorum.transport.pb import quorum_pb2 as pb
-from quorum.transport.sockets import listening_socket, stop_listening
+from quorum.transport.sockets import accept_forever, listening_socket, stop_listening
 
 FRAME = struct.Struct(">I")
 # The stream reader's buffer limit: it stops reading the socket past twice this, until a frame is taken out. A whole
@@ -111,21 +112,22 @@ class FrameListener:
         *,
         max_connections: int,
         handshake_timeout_s: float,
+        on_fault: Callable[[BaseException], None],
         ssl_context: Callable[[], ssl.SSLContext] | None = None,
         authenticate: AuthenticateCertificate | None = None,
         refuse: Callable[[str, str], None] | None = None,
-        on_fault: Callable[[BaseException], None] = lambda e: _connection_failed(e),
     ) -> None:
-        """``ssl_context``: the TLS context for each new connection (asked afresh each time: certificates are
-        renewed); ``authenticate``: which node the peer's certificate proves — a connection it refuses is closed,
-        and ``refuse(peer, why)`` told."""
+        """``on_fault``: where an exception out of the listener's tasks goes (a bug: the node's fatal path);
+        ``ssl_context``: the TLS context for each new connection (asked afresh each time: certificates are renewed);
+        ``authenticate``: which node the peer's certificate proves — a connection it refuses is closed, and
+        ``refuse(peer, why)`` told."""
         self._serve = serve
         self.max_connections = max_connections
         self.handshake_timeout_s = handshake_timeout_s
         self._ssl = ssl_context
         self._authenticate = authenticate
         self._refuse = refuse
-        self._on_fault = on_fault  # an exception out of serving a connection: our bug
+        self._on_fault = on_fault
         self._sock: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -135,28 +137,21 @@ class FrameListener:
     async def start(self, host: str, port: int) -> int:
         """Listen on ``host:port`` (0: any free port); returns the port. Raises OSError."""
         self._sock = sock = await listening_socket(host, port)
-        self._accepting = spawn(self._accept(sock), name="peer-frames-accept", on_error=_accept_failed)
+        accepting = accept_forever(sock, self._admit, "peer_frames_accept_failed")
+        self._accepting = spawn(accepting, name="peer-frames-accept", on_error=self._on_fault)
         return int(sock.getsockname()[1])
 
     async def close(self) -> None:
         await stop_listening(self._accepting, self._sock, self._connections)
 
-    async def _accept(self, sock: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                conn, address = await loop.sock_accept(sock)
-            except OSError as e:  # out of file descriptors, typically: let connections end before the next accept
-                log.warning("peer_frames_accept_failed", error=str(e))
-                await asyncio.sleep(0.1)
-                continue
-            if len(self._connections) >= self.max_connections:
-                conn.close()
-                self.turned_away += 1
-                continue
-            task = spawn(self._connection(conn, str(address[0])), name="peer-frames", on_error=self._on_fault)
-            self._connections.add(task)
-            task.add_done_callback(self._connections.discard)
+    def _admit(self, conn: socket.socket, address: Any) -> None:
+        if len(self._connections) >= self.max_connections:
+            conn.close()
+            self.turned_away += 1
+            return
+        task = spawn(self._connection(conn, str(address[0])), name="peer-frames", on_error=self._on_fault)
+        self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
 
     async def _connection(self, conn: socket.socket, host: str) -> None:
         loop = asyncio.get_running_loop()
@@ -196,11 +191,3 @@ class FrameListener:
                 let_go(writer)
             else:
                 conn.close()
-
-
-def _accept_failed(error: BaseException) -> None:
-    log.critical("peer_frames_accept_stopped", error=f"{type(error).__name__}: {error}")
-
-
-def _connection_failed(error: BaseException) -> None:
-    log.error("peer_frames_connection_failed", error=f"{type(error).__name__}: {error}")

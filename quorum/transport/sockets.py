@@ -1,11 +1,17 @@
 """What the listeners that asyncio serves itself (the peer frame listener, the Kafka listener) share: a listening
-socket, and stopping: the accept loop first, then the socket, then every connection's task."""
+socket, the loop that accepts on it, and stopping: the accept loop first, then the socket, then every connection's
+task."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger("quorum.transport")
 
 
 async def listening_socket(host: str, port: int) -> socket.socket:
@@ -24,6 +30,24 @@ async def listening_socket(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+async def accept_forever(sock: socket.socket, admit: Callable[[socket.socket, Any], None], failed_event: str) -> None:
+    """Hand every connection accepted on ``sock`` to ``admit`` (with the peer's address). A failed accept is logged
+    as ``failed_event`` and retried a moment later, never the end of the listener."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            conn, address = await loop.sock_accept(sock)
+        except OSError as e:  # out of file descriptors, typically: let connections end before the next accept
+            log.warning(failed_event, error=str(e))
+            await asyncio.sleep(0.1)
+            continue
+        except Exception as e:  # a bug under the accept: keep accepting rather than leave the port deaf
+            log.exception(failed_event, error=f"{type(e).__name__}: {e}")
+            await asyncio.sleep(0.1)
+            continue
+        admit(conn, address)
 
 
 async def stop_listening(
