@@ -16,6 +16,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -24,10 +25,11 @@ import structlog
 from fuzz_helpers import fuzz_count, fuzz_seed, mutate, payload, random_message
 from google.protobuf.message import DecodeError
 from google.protobuf.message_factory import GetMessageClass
-from hostile_helpers import CLUSTER_ID, live_node, rss_bytes
+from hostile_helpers import CLUSTER_ID, LiveNode, live_node, rss_bytes
 
 from controller.quorum_controller import ControllerSettings
 from pykraft.api import controller_pb2 as cpb
+from quorum.raft.core import RaftCore
 from quorum.raft.runtime import RaftNode
 from quorum.transport.frames import FRAME
 from quorum.transport.limits import MAX_MESSAGE_BYTES
@@ -146,6 +148,36 @@ def _error_code(path: str, answer: bytes) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class AtRest:
+    """The quorum before peer garbage: what it may not move, and the memory it may not grow by much."""
+
+    core: RaftCore
+    state: tuple[int, int, int, int]  # leader, epoch, high watermark, log end
+    rss: int
+
+    async def unmoved(self, live: LiveNode, channel: grpc.aio.Channel, seed: int) -> None:
+        core, node = self.core, live.node
+        assert live.healthy, f"seed {seed}: {live.faults.faults}"
+        after = (core.leader_id, core.epoch, core.high_watermark, node.log.end_offset)
+        assert after == self.state, f"seed {seed}: (leader, epoch, high watermark, log end) {self.state} -> {after}"
+        assert node.core is core and await live.serves(channel)
+        assert await live.commits("after-peer-fuzz"), f"seed {seed}"
+        growth = rss_bytes() - self.rss
+        assert growth < RSS_GROWTH_LIMIT, f"seed {seed}: RSS grew by {growth} bytes"
+
+
+async def quorum_at_rest(live: LiveNode) -> AtRest:
+    """Once what the new leader wrote is committed (its own fsync), so that nothing moves below but by the fuzz."""
+    core = live.node.core
+    assert core is not None
+    async with asyncio.timeout(10):
+        while core.high_watermark != live.node.log.end_offset:
+            await asyncio.sleep(0.01)
+    state = (core.leader_id, core.epoch, core.high_watermark, live.node.log.end_offset)
+    return AtRest(core, state, rss_bytes())
+
+
 PEER_BODIES = [f.name for f in qpb.PeerMessage.DESCRIPTOR.oneofs_by_name["body"].fields]
 
 
@@ -172,13 +204,7 @@ async def test_fuzz_peer_stream(tmp_path: Path) -> None:
     rng = random.Random(seed)
     count = fuzz_count(4000)
     async with live_node(tmp_path, SETTINGS) as live, grpc.aio.insecure_channel(live.address) as channel:
-        core = live.node.core
-        assert core is not None
-        async with asyncio.timeout(10):  # settled: what the new leader wrote is committed (its own fsync), so that
-            while core.high_watermark != live.node.log.end_offset:  # nothing moves below but by the fuzz
-                await asyncio.sleep(0.01)
-        before = (core.leader_id, core.epoch, core.high_watermark, live.node.log.end_offset)
-        rss_before = rss_bytes()
+        before = await quorum_at_rest(live)
         exchange = channel.stream_stream("/pykraft.quorum.v1.QuorumPeer/Exchange")
         sent = 0
         codes: Counter[str] = Counter()
@@ -205,15 +231,9 @@ async def test_fuzz_peer_stream(tmp_path: Path) -> None:
             assert live.healthy, f"seed {seed}: {live.faults.faults}"
         # INTERNAL endings are this client's: a write racing the node's INVALID_ARGUMENT after an undecodable one.
         print(f"peer messages sent: {sent}, stream endings: {dict(codes)}")
-        print(f"observers the leader tracks: {len(getattr(core.role, 'observers', {}))}")
+        print(f"observers the leader tracks: {len(getattr(before.core.role, 'observers', {}))}")
         assert not any(c.startswith("UNKNOWN") for c in codes), f"seed {seed}: {codes}"
-        assert live.healthy, f"seed {seed}: {live.faults.faults}"
-        after = (core.leader_id, core.epoch, core.high_watermark, live.node.log.end_offset)
-        assert after == before, f"seed {seed}: (leader, epoch, high watermark, log end) {before} -> {after}"
-        assert live.node.core is core and await live.serves(channel)
-        assert await live.commits("after-peer-fuzz"), f"seed {seed}"
-        growth = rss_bytes() - rss_before
-        assert growth < RSS_GROWTH_LIMIT, f"seed {seed}: RSS grew by {growth} bytes"
+        await before.unmoved(live, channel, seed)
 
 
 async def test_fuzz_peer_frames(tmp_path: Path) -> None:
@@ -226,13 +246,7 @@ async def test_fuzz_peer_frames(tmp_path: Path) -> None:
     async with live_node(tmp_path, SETTINGS) as live, grpc.aio.insecure_channel(live.address) as channel:
         transport = live.node.transport
         port = await transport.listen_frames("127.0.0.1", 0)
-        core = live.node.core
-        assert core is not None
-        async with asyncio.timeout(10):
-            while core.high_watermark != live.node.log.end_offset:
-                await asyncio.sleep(0.01)
-        before = (core.leader_id, core.epoch, core.high_watermark, live.node.log.end_offset)
-        rss_before = rss_bytes()
+        before = await quorum_at_rest(live)
         sent = connections = 0
         deadline = time.monotonic() + BUDGET_S * (count / 4000)
         while sent < count and (time.monotonic() < deadline or sent < 200):
@@ -256,10 +270,4 @@ async def test_fuzz_peer_frames(tmp_path: Path) -> None:
             writer.close()
             assert live.healthy, f"seed {seed}: {live.faults.faults}"
         print(f"peer frames sent: {sent} on {connections} connections; undecodable endings: {transport.undecodable}")
-        assert live.healthy, f"seed {seed}: {live.faults.faults}"
-        after = (core.leader_id, core.epoch, core.high_watermark, live.node.log.end_offset)
-        assert after == before, f"seed {seed}: (leader, epoch, high watermark, log end) {before} -> {after}"
-        assert live.node.core is core and await live.serves(channel)
-        assert await live.commits("after-frame-fuzz"), f"seed {seed}"
-        growth = rss_bytes() - rss_before
-        assert growth < RSS_GROWTH_LIMIT, f"seed {seed}: RSS grew by {growth} bytes"
+        await before.unmoved(live, channel, seed)
