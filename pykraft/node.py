@@ -457,7 +457,8 @@ async def serve(
             metadata_log.close()
             lock.release()
             raise ConfigError(f"cannot listen on {where}: the address is in use or not local")
-    await server.start()
+    # The frame listener before the voter port serves: a peer waiting for this node asks FrameEndpoint the moment
+    # the port answers, and a port of 0 then would keep it on a gRPC stream until that stream breaks.
     frames = None
     if settings.frames_port < 0:
         node.transport.dial_frames = False
@@ -474,6 +475,7 @@ async def serve(
             metadata_log.close()
             lock.release()
             raise ConfigError(f"{FRAMES_PORT_SETTING}: cannot listen on {host}:{settings.frames_port}: {e}") from None
+    await server.start()
     if external is not None:
         await external.start()
     kafka = None

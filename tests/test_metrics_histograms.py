@@ -269,8 +269,8 @@ async def test_peer_stream_metrics_say_how_each_stream_runs_and_what_was_dropped
     server = grpc.aio.server()
     two.add_to_server(server)
     server.add_insecure_port(f"127.0.0.1:{port_2}")
-    await server.start()
     await two.listen_frames("127.0.0.1", 0)
+    await server.start()
 
     def samples() -> dict[tuple[str, ...], float]:
         return {

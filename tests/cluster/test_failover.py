@@ -5,6 +5,7 @@ acknowledged was lost, duplicated or reordered, and that the logs agree byte for
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 
@@ -119,6 +120,13 @@ async def test_full_restart_keeps_logs_and_continues_at_next_offset(quiet_cluste
         assert gap and all(b.is_control and b.epoch > epoch for b in gap), (
             f"node {n}: between the old end {end} and the first new record at {first_offset}: {gap}"
         )
+    # Every peer stream ran on frames, also after the restart, when each node waited for the others: a node names its
+    # frame port from the moment its voter port answers (a peer that asked before got 0 and stayed on gRPC).
+    for n, node in cluster.nodes.items():
+        lines = node.log_path.read_text().splitlines()
+        events = [json.loads(line) for line in lines if "peer_stream_connected" in line]
+        assert {e["wire"] for e in events} == {"frames"}, f"node {n}: {events}"
+        assert {e["peer"] for e in events} == set(cluster.nodes) - {n}, f"node {n}: {events}"
     print(f"\nfull restart: epoch {epoch} -> {new_epoch} (leader {new_leader}); log end before {end}, first new "
           f"record at {first_offset} (after {first_offset - end} LeaderChange record(s))")  # fmt: skip
 

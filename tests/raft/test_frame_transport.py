@@ -44,9 +44,9 @@ class Peer:
         self.server.add_insecure_port(f"127.0.0.1:{voters[node_id].port}")
 
     async def start(self) -> Peer:
-        await self.server.start()
-        if self.frames:
+        if self.frames:  # before the voter port serves, as a node does: FrameEndpoint names it from the start
             await self.transport.listen_frames("127.0.0.1", 0)
+        await self.server.start()
         self.transport.start()
         return self
 

@@ -66,11 +66,11 @@ class Node:
         self.server.add_secure_port(f"127.0.0.1:{voters[node_id].port}", credentials)
 
     async def __aenter__(self) -> Node:
-        await self.server.start()
-        if self.frames:
+        if self.frames:  # before the voter port serves, as a node does: FrameEndpoint names it from the start
             context = server_ssl_context(self.settings, client_auth_required=True)
             authenticate = certificate_authenticator(self.settings.mapper(), self.voters)
             await self.transport.listen_frames("127.0.0.1", 0, lambda: context, authenticate)
+        await self.server.start()
         self.transport.start()
         return self
 
