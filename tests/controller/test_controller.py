@@ -4,6 +4,7 @@ revert, standby replay, and the broker lifecycle (register, heartbeat, fence, co
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections import Counter
 
@@ -20,7 +21,7 @@ from ctl_helpers import (
 
 from controller.cluster_control import HeartbeatRequest, RegisterBrokerRequest
 from controller.event_queue import Event
-from controller.quorum_controller import NotControllerError, QuorumController, ReplayError
+from controller.quorum_controller import NO_FULL_COLLECTION, NotControllerError, QuorumController, ReplayError
 from controller.records import (
     BeginTransactionRecord,
     BrokerRegistrationChangeRecord,
@@ -607,3 +608,37 @@ async def test_a_new_incarnation_replaces_the_old_registration(log: SharedLog) -
     reply = await ctl.broker_heartbeat(HeartbeatRequest(1, new_epoch, ctl.committed_offset))
     assert not reply.is_fenced
     assert len(await ctl.describe_cluster()) == 3
+
+
+async def test_a_large_write_puts_full_collections_off_until_its_records_are_freed(
+    log: SharedLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Collections that run while a CreateTopics makes its records promote them; a full one then scanned them all,
+    about once per large request, to free nothing. None runs during the write; the one due runs after it."""
+    ctl, _, _ = await active_cluster(log, [(b, None, False) for b in range(6)])
+    writing = False
+    full: list[bool] = []  # a full collection started: during a write?
+
+    def write_now(generate):  # type: ignore[no-untyped-def]
+        nonlocal writing
+        writing = True
+        try:
+            return QuorumController._write_now(ctl, generate)
+        finally:
+            writing = False
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full.append(writing)
+
+    monkeypatch.setattr(ctl, "_write_now", write_now)
+    gc.callbacks.append(watch)
+    try:
+        for n in range(3):  # ~10,000 PartitionRecords each: a few dozen generation-1 collections in each
+            topics = [NewTopic(f"t{n}-{i}", 100, 3) for i in range(99)]
+            results = await ctl.create_topics(topics)
+            assert not any(r.error.failed for r in results)
+    finally:
+        gc.callbacks.remove(watch)
+    assert full and not any(full), full
+    assert gc.get_threshold()[2] != NO_FULL_COLLECTION
