@@ -32,6 +32,8 @@ class DecodeGuard(grpc.aio.ServerInterceptor):
 
     def __init__(self) -> None:
         self.refused = 0
+        # method -> (its handler, the handler wrapped): wrapped once, not per call (that cost ~45 us a call here)
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(
         self,
@@ -41,8 +43,16 @@ class DecodeGuard(grpc.aio.ServerInterceptor):
         handler = await continuation(details)
         if handler is None or handler.request_streaming or handler.request_deserializer is None:
             return handler
-        decode = handler.request_deserializer
         method = details.method
+        known = self._wrapped.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        wrapped = self._wrap(handler, method)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        decode = handler.request_deserializer
 
         def request(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
             """The decoded request, or None with the call's status set. Not context.abort(): in grpcio 1.78 an

@@ -89,6 +89,53 @@ async def _undecodable_requests(tmp_path: Path) -> None:
         assert await live.serves(channel) and live.healthy
 
 
+async def test_the_guard_wraps_a_methods_handler_once_and_anew_when_it_changes() -> None:
+    """Wrapping per call cost ~45 us of every call; the wrapped handler still refuses what is no message."""
+    guard = server_module.DecodeGuard()
+    method = "/pykraft.quorum.v1.QuorumAdmin/DescribeQuorum"
+
+    async def describe(request: qpb.DescribeQuorumRequest, context: object) -> qpb.DescribeQuorumResponse:
+        return qpb.DescribeQuorumResponse(node_id=7)
+
+    def handler_of() -> grpc.RpcMethodHandler:
+        return grpc.unary_unary_rpc_method_handler(
+            describe,
+            request_deserializer=qpb.DescribeQuorumRequest.FromString,
+            response_serializer=qpb.DescribeQuorumResponse.SerializeToString,
+        )
+
+    current = handler_of()
+
+    async def continuation(details: object) -> grpc.RpcMethodHandler:
+        return current
+
+    details = grpc.HandlerCallDetails()
+    details.method = method  # type: ignore[attr-defined]
+    first = await guard.intercept_service(continuation, details)
+    assert await guard.intercept_service(continuation, details) is first
+    current = handler_of()  # the service registered again
+    second = await guard.intercept_service(continuation, details)
+    assert second is not first and await guard.intercept_service(continuation, details) is second
+
+    class Context:
+        code = None
+
+        def set_code(self, code: grpc.StatusCode) -> None:
+            self.code = code
+
+        def set_details(self, details: str) -> None:
+            pass
+
+        def peer(self) -> str:
+            return "ipv4:127.0.0.1:1"
+
+    context = Context()
+    assert (await second.unary_unary(qpb.DescribeQuorumRequest().SerializeToString(), context)).node_id == 7
+    assert context.code is None
+    await second.unary_unary(b"\xff\xff\xff", context)
+    assert context.code == grpc.StatusCode.INVALID_ARGUMENT and guard.refused == 1
+
+
 async def test_refused_calls_do_not_use_up_a_connections_streams(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
