@@ -210,6 +210,12 @@ class TimelineDict(MutableMapping[K, V], Generic[K, V]):
 
     # -- committed changes, for a reader that applies them as deltas -----------------------------------------
 
+    def change_notes(self) -> dict[K, None] | None:
+        """Where a key whose committed value a fast path set in the committed dict itself must be noted (then
+        bump :attr:`version` too, as a write does), None when nobody watches. Valid until the next
+        :meth:`take_committed_changes`."""
+        return self._watched
+
     def take_committed_changes(self) -> dict[K, None]:
         """The keys whose committed value changed (set, replaced or removed) since the last call, in the order they
         first changed (a broker's data plane applies new partitions in the order they were created, as every

@@ -295,3 +295,26 @@ def test_mutated_change_records_fast_or_generic_agree() -> None:
     rng = random.Random(13)
     topic = Uuid.random()
     mutate_and_compare(rng, eight_partitions(topic), change_mix(rng, topic, 40))
+
+
+def test_the_fast_path_notes_new_and_changed_partitions_as_the_maps_own_writes_do() -> None:
+    """A broker's data plane reads what the image's partition map says changed; a new partition the fast path puts
+    straight into the committed dict must be noted, and the map's version bumped, as a write through it would."""
+    topic = Uuid.random()
+    values = eight_partitions(topic)
+    watched = {}
+    for fast in (True, False):
+        ctl = standby(fast)
+        partitions = ctl.replication.partitions
+        assert partitions.take_committed_changes() == {}  # from now on, changes are noted
+        replay(ctl, values[:6], 6)  # metadata.version, the topic, partitions 0-3
+        version = partitions.version
+        replay(ctl, values[6:], 2, base=6)  # partitions 4-7
+        bumped = partitions.version > version  # a reader caching what it derived sees the map changed
+        changed = list(partitions.take_committed_changes())
+        again = PartitionRecord(partition_id=1, topic_id=topic, replicas=[1, 2, 3], isr=[1, 2], leader=2)
+        replay(ctl, [serialize(again)], 1, base=10)  # partition 1 changed
+        watched[fast] = (changed, list(partitions.take_committed_changes()), bumped)
+    assert watched[True] == watched[False]
+    assert watched[True][0][:4] == [(topic, i) for i in range(4)] and len(watched[True][0]) == 8
+    assert watched[True][1] == [(topic, 1)] and watched[True][2]
