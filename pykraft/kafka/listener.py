@@ -51,7 +51,7 @@ from quorum.fault import spawn
 from quorum.histogram import Histogram
 from quorum.log.message import DecodeError, EncodeError
 from quorum.transport.limits import HANDSHAKE_TIMEOUT_MS, MAX_CONNECTIONS
-from quorum.transport.sockets import accept_forever, listening_socket, stop_listening
+from quorum.transport.sockets import accept_forever, accepted_streams, listening_socket, stop_listening
 
 if TYPE_CHECKING:
     from pykraft.security.ssl_context import ReloadingSslContext
@@ -184,24 +184,13 @@ class KafkaListener:
         """One accepted connection: the TLS handshake (if any) and its principal, then its requests."""
         writer: asyncio.StreamWriter | None = None
         try:
-            loop = asyncio.get_running_loop()
-            reader = asyncio.StreamReader()
-            protocol = asyncio.StreamReaderProtocol(reader)
             context = self.tls.context() if self.tls is not None else None
             try:
-                # The handshake runs on the loop without blocking it (memory BIOs), and is abandoned after
-                # ssl_handshake_timeout: a client that connects and sends nothing holds its place no longer.
-                transport, _ = await loop.connect_accepted_socket(
-                    lambda: protocol,
-                    conn,
-                    ssl=context,
-                    ssl_handshake_timeout=self.handshake_timeout_s if context is not None else None,
-                )
-            except (OSError, EOFError) as e:  # no certificate, another CA's, plaintext, too slow, gone
+                reader, writer = await accepted_streams(conn, context, self.handshake_timeout_s)
+            except (OSError, EOFError) as e:
                 self.stats.connections_refused["handshake"] += 1
                 log.info("kafka_handshake_failed", peer=f"{host}:{port}", error=str(e) or type(e).__name__)
                 return
-            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
             try:
                 auth = self._auth_context(writer)
             except NoMatchingRule as e:

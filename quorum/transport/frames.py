@@ -29,7 +29,7 @@ from google.protobuf.message import DecodeError
 
 from quorum.fault import spawn
 from quorum.transport.pb import quorum_pb2 as pb
-from quorum.transport.sockets import accept_forever, listening_socket, stop_listening
+from quorum.transport.sockets import accept_forever, accepted_streams, listening_socket, stop_listening
 
 FRAME = struct.Struct(">I")
 # The stream reader's buffer limit: it stops reading the socket past twice this, until a frame is taken out. A whole
@@ -154,26 +154,15 @@ class FrameListener:
         task.add_done_callback(self._connections.discard)
 
     async def _connection(self, conn: socket.socket, host: str) -> None:
-        loop = asyncio.get_running_loop()
         writer: asyncio.StreamWriter | None = None
         try:
-            reader = asyncio.StreamReader(limit=READ_LIMIT)
-            protocol = asyncio.StreamReaderProtocol(reader)
             context = self._ssl() if self._ssl is not None else None
             try:
-                # The handshake runs on the loop without blocking it, and is abandoned after the timeout: a caller
-                # that connects and sends nothing holds its place no longer.
-                transport, _ = await loop.connect_accepted_socket(
-                    lambda: protocol,
-                    conn,
-                    ssl=context,
-                    ssl_handshake_timeout=self.handshake_timeout_s if context is not None else None,
-                )
-            except (OSError, EOFError) as e:  # no certificate, another CA's, plaintext, too slow, gone
+                reader, writer = await accepted_streams(conn, context, self.handshake_timeout_s, READ_LIMIT)
+            except (OSError, EOFError) as e:
                 self.handshakes_failed += 1
                 log.info("peer_handshake_failed", peer=host, error=str(e) or type(e).__name__)
                 return
-            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
             keep_alive(writer)
             identity = None
             if self._authenticate is not None:

@@ -1,11 +1,12 @@
 """What the listeners that asyncio serves itself (the peer frame listener, the Kafka listener) share: a listening
-socket, the loop that accepts on it, and stopping: the accept loop first, then the socket, then every connection's
-task."""
+socket, the loop that accepts on it, a connection's streams (after its TLS handshake), and stopping: the accept
+loop first, then the socket, then every connection's task."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -48,6 +49,25 @@ async def accept_forever(sock: socket.socket, admit: Callable[[socket.socket, An
             await asyncio.sleep(0.1)
             continue
         admit(conn, address)
+
+
+async def accepted_streams(
+    conn: socket.socket, context: ssl.SSLContext | None, handshake_timeout_s: float, limit: int = 2**16
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """``conn``'s reader (``limit``: its buffer's bound) and writer, after the TLS handshake when ``context`` is
+    given. The handshake runs on the loop without blocking it and is abandoned after ``handshake_timeout_s``: a
+    caller that connects and sends nothing holds its place no longer. Raises OSError or EOFError when it fails (no
+    certificate, another CA's, plaintext, too slow, gone); ``conn`` is then the caller's to close."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=limit)
+    protocol = asyncio.StreamReaderProtocol(reader)
+    transport, _ = await loop.connect_accepted_socket(
+        lambda: protocol,
+        conn,
+        ssl=context,
+        ssl_handshake_timeout=handshake_timeout_s if context is not None else None,
+    )
+    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
 async def stop_listening(
