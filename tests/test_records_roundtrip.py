@@ -22,6 +22,7 @@ from quorum.log.batch import (
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    MAX_TEMPLATES,
     TRANSACTIONAL_FLAG,
     CorruptBatchError,
     Record,
@@ -248,13 +249,14 @@ def test_build_batch_roundtrip(pairs, base_offset: int, epoch: int, timestamp: i
 
 @st.composite
 def runs_of_records(draw):
-    """KRaft batches in runs of records framed alike (a snapshot's PartitionRecords: the same value length), past
-    the 64th record (offset deltas two bytes wide), with odd records between the runs."""
+    """KRaft batches in runs of records framed alike (a snapshot's PartitionRecords: the same value length) or of
+    a few framings mixed (a broker's image after ISR changes: two lengths interleaved; more than a run may mix, too),
+    past the 64th record (offset deltas two bytes wide), with odd records between the runs."""
     pairs: list[tuple[bytes | None, bytes | None]] = []
     for _ in range(draw(st.integers(1, 4))):
-        size = draw(st.integers(0, 140))
-        count = draw(st.integers(1, 150))
-        pairs += [(None, draw(st.binary(min_size=size, max_size=size))) for _ in range(count)]
+        sizes = draw(st.lists(st.integers(0, 140), min_size=1, max_size=MAX_TEMPLATES + 1))
+        for size in draw(st.lists(st.sampled_from(sizes), min_size=1, max_size=150)):
+            pairs.append((None, draw(st.binary(min_size=size, max_size=size))))
         pairs += draw(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=6)), BLOBS), max_size=2))
     return pairs
 
@@ -273,8 +275,9 @@ def values_or_error(batch) -> tuple[str, object]:  # type: ignore[no-untyped-def
     st.sampled_from([0, 0, 1, 2]),
 )
 def test_values_read_by_runs_agree_with_the_records(pairs, changes, fewer: int) -> None:
-    """Runs of records framed alike are checked and sliced a run at a time; whole or with bytes changed (or a
-    record count short of the records there), a batch's values are its records' values (or both readings fail)."""
+    """Runs of records framed alike, or of a few framings mixed, are checked and sliced a run at a time; whole or
+    with bytes changed (or a record count short of the records there), a batch's values are its records' values (or
+    both readings fail)."""
     raw = build_batch(pairs, base_offset=5)
     batch = read_batch(raw)
     assert batch.values() == [value or b"" for _, value in pairs] == [r.value or b"" for r in batch.records()]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import crc32c
@@ -264,12 +264,15 @@ def _parse_values(data: bytes, pos: int, count: int) -> tuple[list[bytes], int]:
 
     Records framed exactly as the one before them (the same length, timestamp delta, key and value length, an
     offset delta as wide, no headers: a snapshot's PartitionRecords, a CreateTopics' in a batch) are checked a run
-    at a time by a regular expression built from that record (:func:`_run_of`), and their values sliced at once."""
+    at a time by a regular expression built from that record (:func:`_run_of`), and their values sliced at once.
+    Records framed as any of the last few such records, mixed (a broker's image after ISR changes: ISRs of two and
+    three interleaved), are checked by one pattern with an alternative per framing, their values its groups."""
     rv = read_varint
     out: list[bytes] = []
     append = out.append
     size = len(data)
     following = look_at = misses = 0  # the record after the last run; the next to look for one after; misses since
+    templates: dict[_Template, None] = {}  # the framings of the records a run was last looked for after, oldest first
     while following < count:  # a record at a time (a for loop: cheaper per record than this while) to a run
         for i in range(following, count):
             first = pos
@@ -325,25 +328,48 @@ def _parse_values(data: bytes, pos: int, count: int) -> tuple[list[bytes], int]:
             if pos != end:
                 raise ValueError(f"record {i} of the batch has length {length} but holds {length + pos - end}")
             append(value)
-            # The next record framed as this one (its first bytes, up to the offset delta, the same): take the
-            # run. Looking costs ~0.15 us and a short run more than it saves: after misses, ever more records go
-            # the per-record way unlooked at (mixed sizes: a broker's image after ISR changes).
+            # The records after this one framed as it is, or as the last few records a run was looked for after
+            # (a broker's image after ISR changes interleaves two sizes): take the run. Looking costs ~0.2 us and
+            # a short run more than it saves: after misses, ever more records go the per-record way unlooked at.
             if i < look_at:
                 continue
-            delta, after_delta = _delta_at(data, first)
-            if i + 1 == count or vlen <= 0 or data[end - 1] != 0 or not data.startswith(data[first:delta], end):
+            if i + 1 == count or vlen <= 0 or data[end - 1] != 0:
                 misses += 1
                 look_at = i + 1 + (AFTER_MISS << min(misses, MISSES_COUNTED))
                 continue
-            run = _run_of(data[first:delta], after_delta - delta, data[after_delta : end - 1 - vlen], vlen)
-            matched = run.match(data, end)
+            delta, after_delta = _delta_at(data, first)
+            template = (data[first:delta], after_delta - delta, data[after_delta : end - 1 - vlen], vlen)
+            if template not in templates:
+                templates[template] = None
+                if len(templates) > MAX_TEMPLATES:
+                    del templates[next(iter(templates))]
             n = 0
-            if matched is not None:
-                stride = end - first
-                n = min((matched.end() - end) // stride, count - i - 1)
-                value_at = end + (end - 1 - vlen - first)
-                out += [data[v : v + vlen] for v in range(value_at, value_at + n * stride, stride)]
-                pos = end + n * stride
+            # The framing of the next record, if it is one of these: its run, its values a stride apart.
+            framing = next((t for t in templates if data.startswith(t[0], end)), None)
+            single = None if framing is None else _run_of((framing,))
+            if single is not None and (matched := single.pattern.match(data, end)) is not None:
+                stride, width = single.strides[0], framing[3]
+                n = min((matched.end() - end) // stride, count - i - 1)  # the records after the count are not ours
+                if n >= SHORT_RUN or len(templates) == 1:
+                    value_at = end + stride - 1 - width
+                    out += [data[v : v + width] for v in range(value_at, value_at + n * stride, stride)]
+                    pos = end + n * stride
+                else:
+                    n = 0
+            if (
+                not n
+                and len(templates) > 1
+                and (matched := (run := _run_of(tuple(templates))).pattern.match(data, end))
+            ):
+                # Records of these framings mixed: each value is the group of its framing's alternative.
+                found = run.values.findall(data, end, matched.end())
+                n = count - i - 1
+                if len(found) > n:
+                    del found[n:]
+                    pos = end + sum(run.strides[list(map(bool, groups)).index(True)] for groups in found)
+                else:
+                    n, pos = len(found), matched.end()
+                out += _VALUES_OF_GROUPS[len(templates)](found)
             if n < SHORT_RUN:
                 misses += 1
                 look_at = i + 1 + n + (AFTER_MISS << min(misses, MISSES_COUNTED))
@@ -362,8 +388,27 @@ def _parse_values(data: bytes, pos: int, count: int) -> tuple[list[bytes], int]:
 SHORT_RUN = 8
 AFTER_MISS = 2
 MISSES_COUNTED = 7
-_RUNS: dict[tuple[bytes, int, bytes, int], re.Pattern[bytes]] = {}
+MAX_TEMPLATES = 4  # framings one run may mix
+# A record's framing: its length, attributes and timestamp delta (bytes); its offset delta's width; its key and value
+# length (bytes); its value's length.
+_Template = tuple[bytes, int, bytes, int]
 _DELTA_SHAPES = {1: rb"[\x00-\x7f]", 2: rb"[\x80-\xff][\x00-\x7f]", 3: rb"[\x80-\xff]{2}[\x00-\x7f]"}
+
+
+class _Run(NamedTuple):
+    pattern: re.Pattern[bytes]  # one or more records, each framed as one of the templates
+    values: re.Pattern[bytes] | None  # one record, a group per template around its value; None for one template
+    strides: tuple[int, ...]  # each template's record size, length included
+
+
+_RUNS: dict[tuple[_Template, ...], _Run] = {}
+# The value in each match's groups, of which one is the value and the others b"" (a comprehension: ~20 ns a record,
+# where map(b"".join, ...) took ~130).
+_VALUES_OF_GROUPS: dict[int, Callable[[list[tuple[bytes, ...]]], list[bytes]]] = {
+    2: lambda found: [a or b for a, b in found],
+    3: lambda found: [a or b or c for a, b, c in found],
+    4: lambda found: [a or b or c or d for a, b, c, d in found],
+}
 
 
 def _delta_at(data: bytes, record: int) -> tuple[int, int]:
@@ -373,21 +418,32 @@ def _delta_at(data: bytes, record: int) -> tuple[int, int]:
     return pos, read_varint(data, pos)[1]
 
 
-def _run_of(head: bytes, delta_width: int, key_and_length: bytes, vlen: int) -> re.Pattern[bytes]:
-    """A pattern matching one or more records framed as a given one: ``head`` (its length, attributes and
-    timestamp delta), any offset delta of ``delta_width`` bytes, ``key_and_length`` (its key and value length),
-    ``vlen`` bytes of value, no headers. A record it matches is one :func:`_parse_values` would read to the same
-    end, its value where the pattern puts it."""
-    key = (head, delta_width, key_and_length, vlen)
-    pattern = _RUNS.get(key)
-    if pattern is None:
-        shape = _DELTA_SHAPES.get(delta_width, rb"(?!)")  # wider deltas (never in a batch): no run
-        one = re.escape(head) + shape + re.escape(key_and_length) + rb".{%d}\x00" % vlen
-        pattern = re.compile(rb"(?:" + one + rb")+", re.DOTALL)
+def _run_of(templates: tuple[_Template, ...]) -> _Run:
+    """Patterns matching records framed as given ones: each ``(head, delta_width, key_and_length, vlen)`` is a
+    record's length, attributes and timestamp delta, any offset delta of ``delta_width`` bytes, its key and value
+    length, ``vlen`` bytes of value, no headers. A record they match is one :func:`_parse_values` would read to the
+    same end, its value where the pattern puts it. A record's head holds its length, so the framings that match at a
+    place all end where it ends: the records are cut as the per-record reading cuts them."""
+    run = _RUNS.get(templates)
+    if run is None:
+
+        def one(head: bytes, width: int, key_and_length: bytes, vlen: int, value: bytes) -> bytes:
+            shape = _DELTA_SHAPES.get(width, rb"(?!)")  # wider deltas (never in a batch): no run
+            return re.escape(head) + shape + re.escape(key_and_length) + value % vlen + rb"\x00"
+
+        plain = b"|".join(one(*t, rb".{%d}") for t in templates)
+        grouped = b"|".join(one(*t, rb"(.{%d})") for t in templates)
+        run = _Run(
+            re.compile(rb"(?:" + plain + rb")+", re.DOTALL),
+            re.compile(grouped, re.DOTALL) if len(templates) > 1 else None,
+            tuple(
+                len(head) + width + len(key_and_length) + vlen + 1 for head, width, key_and_length, vlen in templates
+            ),
+        )
         if len(_RUNS) >= 1024:
             _RUNS.clear()
-        _RUNS[key] = pattern
-    return pattern
+        _RUNS[templates] = run
+    return run
 
 
 def _parse_headers(data: bytes, pos: int) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
