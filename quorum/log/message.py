@@ -364,14 +364,25 @@ class Message(Struct):
         return bytes(out)
 
 
+def _default_source(default: Any, i: int) -> str:
+    """The expression for field ``i``'s fresh default in a generated ``__init__``, as :meth:`Field.default_value`
+    gives it but without the call: the value itself when immutable, a new list or struct otherwise (a record built
+    with most fields at their default, as the controller builds PartitionRecords, paid ~0.2 us a field)."""
+    if isinstance(default, list):
+        return "[]" if not default else f"list(_d{i})"
+    if isinstance(default, Struct):
+        return f"_d{i}.cls()"
+    return f"_d{i}"
+
+
 def _make_class(spec: Struct) -> type[ApiMessage]:
     attrs = [f.attr for f in spec.fields]
     args = ", ".join(f"{a}=_D" for a in attrs)
     lines = [f"def __init__(self, *, {args}{', ' if args else ''}unknown_tags=None):"]
-    for i, a in enumerate(attrs):
-        lines.append(f"    self.{a} = _F[{i}].default_value() if {a} is _D else {a}")
+    for i, (f, a) in enumerate(zip(spec.fields, attrs, strict=True)):
+        lines.append(f"    self.{a} = {_default_source(f.default, i)} if {a} is _D else {a}")
     lines.append("    self.unknown_tags = unknown_tags")
-    namespace: dict[str, Any] = {"_D": UNSET, "_F": spec.fields}
+    namespace: dict[str, Any] = {"_D": UNSET, **{f"_d{i}": f.default for i, f in enumerate(spec.fields)}}
     exec("\n".join(lines), namespace)
     return type(spec.name, (ApiMessage,), {"__slots__": tuple(attrs), "__init__": namespace["__init__"], "SPEC": spec})
 
