@@ -359,7 +359,7 @@ def _parse_values(data: bytes, pos: int, count: int) -> tuple[list[bytes], int]:
             if (
                 not n
                 and len(templates) > 1
-                and (matched := (run := _run_of(tuple(templates))).pattern.match(data, end))
+                and (matched := (run := _run_of(tuple(sorted(templates)))).pattern.match(data, end))
             ):
                 # Records of these framings mixed: each value is the group of its framing's alternative.
                 found = run.values.findall(data, end, matched.end())
