@@ -298,8 +298,9 @@ def test_mutated_change_records_fast_or_generic_agree() -> None:
 
 
 def test_the_fast_path_notes_new_and_changed_partitions_as_the_maps_own_writes_do() -> None:
-    """A broker's data plane reads what the image's partition map says changed; a new partition the fast path puts
-    straight into the committed dict must be noted, and the map's version bumped, as a write through it would."""
+    """A broker's data plane reads what the image's partition map says changed; a new partition (or an ISR change)
+    the fast path puts straight into the committed dict must be noted, and the map's version bumped, as a write
+    through it would."""
     topic = Uuid.random()
     values = eight_partitions(topic)
     watched = {}
@@ -314,7 +315,13 @@ def test_the_fast_path_notes_new_and_changed_partitions_as_the_maps_own_writes_d
         changed = list(partitions.take_committed_changes())
         again = PartitionRecord(partition_id=1, topic_id=topic, replicas=[1, 2, 3], isr=[1, 2], leader=2)
         replay(ctl, [serialize(again)], 1, base=10)  # partition 1 changed
-        watched[fast] = (changed, list(partitions.take_committed_changes()), bumped)
+        renewed = list(partitions.take_committed_changes())
+        version = partitions.version
+        shrunk = PartitionChangeRecord(partition_id=2, topic_id=topic, isr=[2, 3])
+        replay(ctl, [serialize(shrunk)], 1, base=11)  # partition 2's ISR changed
+        noted = (list(partitions.take_committed_changes()), partitions.version > version)
+        watched[fast] = (changed, renewed, bumped, noted)
     assert watched[True] == watched[False]
     assert watched[True][0][:4] == [(topic, i) for i in range(4)] and len(watched[True][0]) == 8
     assert watched[True][1] == [(topic, 1)] and watched[True][2]
+    assert watched[True][3] == ([(topic, 2)], True)
