@@ -153,8 +153,8 @@ class MetadataObserver:
         Returns the snapshot written; None if none was: not worth it, or it failed or ran out of time (logged; the
         log still holds everything, and :meth:`close` aborts a write still under way). An image still behind after
         :data:`SHUTDOWN_CATCH_UP_S`, or that stopped moving for :data:`SHUTDOWN_STALL_S` (a broker stopped while
-        catching up, or cut off), is snapshotted as it is. The child writing it runs at the node's own priority,
-        not below it: at 2M partitions, below its nice-10 broker, it took 41 s for 5 CPU s."""
+        catching up, or cut off), is snapshotted as it is. Its child runs below the broker's priority, as every
+        snapshot's: the peers are digesting the same controlled shutdown meanwhile (see the README)."""
         started = time.monotonic()
         deadline = started + timeout_s
         caught_up_by = started + min(timeout_s / 2, SHUTDOWN_CATCH_UP_S)
@@ -170,8 +170,8 @@ class MetadataObserver:
             log.info("shutdown_snapshot_skipped", min_bytes=least, **fields)
             return None
         try:
-            snapshot_id = await asyncio.wait_for(  # at the node's own priority: nothing else is left to run
-                self.image.force_snapshot("a clean shutdown", background=False), max(0.0, deadline - time.monotonic())
+            snapshot_id = await asyncio.wait_for(
+                self.image.force_snapshot("a clean shutdown"), max(0.0, deadline - time.monotonic())
             )
         except Exception as e:  # TimeoutError included: exiting matters more
             log.warning("shutdown_snapshot_failed", error=f"{type(e).__name__}: {e}", timeout_s=timeout_s, **fields)

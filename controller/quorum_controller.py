@@ -389,13 +389,10 @@ class QuorumController:
             records_per_s=round(records / seconds) if seconds > 0 else None,
         )
 
-    async def force_snapshot(
-        self, reason: str = "an operator asked for one", background: bool = True
-    ) -> SnapshotId | None:
+    async def force_snapshot(self, reason: str = "an operator asked for one") -> SnapshotId | None:
         """A snapshot of the committed state now, returned once frozen (``pykraft snapshot create``); the latest
-        snapshot's id if nothing was committed since it, None if nothing ever was. Raises what made it fail.
-        ``background=False``: written at the node's own priority (see :meth:`Snapshotter.force`)."""
-        return await self.snapshots.force(reason, background)
+        snapshot's id if nothing was committed since it, None if nothing ever was. Raises what made it fail."""
+        return await self.snapshots.force(reason)
 
     def _wrote(self, first: int, last: int) -> bool:
         """Did this controller append every offset in [first, last]? (Then it has replayed them all already.)"""

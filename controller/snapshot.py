@@ -429,10 +429,9 @@ class Snapshotter:
         self.controller.metrics.bytes_since_snapshot = 0
         self.last_snapshot_at = self.clock()
 
-    async def force(self, reason: str = "an operator asked for one", background: bool = True) -> SnapshotId | None:
+    async def force(self, reason: str = "an operator asked for one") -> SnapshotId | None:
         """A snapshot of the committed state now, once frozen; the latest snapshot's id if nothing was committed
-        since it; None if nothing was ever committed. Raises what made writing it fail. ``background=False``: a
-        child writing it runs at the node's own priority, not below it (a node stopping waits for nothing else)."""
+        since it; None if nothing was ever committed. Raises what made writing it fail."""
         while self._task is not None:
             try:
                 await asyncio.shield(self._task)
@@ -443,7 +442,7 @@ class Snapshotter:
         latest = self.controller.raft.latest_snapshot_id()
         if self._last is None or (latest is not None and latest.end_offset > self._last[0]):
             return latest
-        task = self._begin(reason, background)
+        task = self._begin(reason)
         if task is None:
             return self.controller.raft.latest_snapshot_id()
         return await asyncio.shield(task)
@@ -459,7 +458,7 @@ class Snapshotter:
             self._task = None
             writer.abort()
 
-    def _begin(self, reason: str, background: bool = True) -> asyncio.Task[SnapshotId] | None:
+    def _begin(self, reason: str) -> asyncio.Task[SnapshotId] | None:
         """Capture the image and start writing it; None if Raft has this snapshot (or a later one) already."""
         assert self._last is not None
         last_offset, epoch, timestamp = self._last
@@ -479,7 +478,7 @@ class Snapshotter:
             # ~57 ms at 2M partitions, measured here; the fork takes ~15 ms).
             image = capture(self.controller, copy=fork is None)
             if fork is not None:
-                fork(image.encoded_runs, background)  # the child asks for runs: its helpers encode all but one
+                fork(image.encoded_runs)  # the child asks for runs: its helpers encode all but one
         except Exception as e:
             if writer is not None:
                 with contextlib.suppress(Exception):  # the error that got us here is the one to report

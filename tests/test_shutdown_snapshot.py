@@ -1,6 +1,6 @@
 """A broker's clean-shutdown snapshot (broker.observer.MetadataObserver.snapshot_before_close): it waits for its
 image to reach the leader's commits while the image keeps moving, not a fixed time, and gives up waiting on an image
-that stopped; its child then runs at the node's own priority."""
+that stopped."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_an_image_still_moving_is_waited_for_past_the_stall_time(short_waits: None) -> None:
-    """Caught up after ~1 s, much longer than a stall: the snapshot holds everything, and its child is not niced."""
+    """Caught up after ~1 s, much longer than a stall: the snapshot holds everything."""
     fake = FakeObserver()
     moving = asyncio.create_task(replay(fake, step=50, every_s=0.05, until=TARGET - 1))
     started = time.monotonic()
@@ -68,7 +68,7 @@ async def test_an_image_still_moving_is_waited_for_past_the_stall_time(short_wai
     await moving
     assert time.monotonic() - started >= 0.8
     assert snapshot == SnapshotId(TARGET, 7)
-    assert fake.forced == [(TARGET - 1, {"background": False})]
+    assert fake.forced == [(TARGET - 1, {})]
 
 
 async def test_an_image_that_stopped_moving_is_snapshotted_as_it_is(short_waits: None) -> None:

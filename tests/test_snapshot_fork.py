@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from quorum.log.snapshot_fork import CHILD_NICE, SnapshotChildError, start_child, supported, write_in_child
+from quorum.log.snapshot_fork import SnapshotChildError, start_child, supported, write_in_child
 from quorum.log.snapshots import SnapshotFile, SnapshotFileWriter, SnapshotId
 
 SNAPSHOT = SnapshotId(5000, 3)
@@ -68,29 +68,6 @@ async def test_the_cpu_seconds_are_reported_the_helpers_included(
     await child.wait(executor)
     assert child.cpu_seconds is not None and 0.3 <= child.cpu_seconds < 5
     file.abort()
-
-
-def niceness():
-    """One record holding the niceness of the process encoding it."""
-    yield bytes([0, 3, 1]) + os.nice(0).to_bytes(4, "big", signed=True)
-
-
-@pytest.mark.parametrize("background", [True, False])
-@pytest.mark.parametrize(
-    "records", [lambda: niceness(), lambda: lambda n: [iter(()), niceness()]], ids=["child", "helper"]
-)
-async def test_a_background_child_runs_below_the_node_and_a_foreground_one_beside_it(
-    tmp_path: Path, executor: ThreadPoolExecutor, records, background: bool
-) -> None:
-    """A snapshot taken while the node serves yields the cores to it; one taken as the node stops does not."""
-    file = writer(tmp_path)
-    size, _ = await write_in_child(file, records(), executor, background)
-    file.publish(size)
-    with SnapshotFile.open(file.final_path) as f:
-        (value,) = [v for batch in f.data_batches() for v in batch.values()]
-    here = os.nice(0)
-    expected = min(here + CHILD_NICE, 19) if background else here
-    assert int.from_bytes(value[3:], "big", signed=True) == expected
 
 
 def failing():

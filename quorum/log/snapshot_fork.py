@@ -116,13 +116,11 @@ class ChildWriter:
             path.unlink(missing_ok=True)
 
 
-def start_child(file: SnapshotFileWriter, records: Records, background: bool = True) -> ChildWriter:
+def start_child(file: SnapshotFileWriter, records: Records) -> ChildWriter:
     """Fork now; the child appends ``records`` to ``file`` and finishes it (footer, fsync). ``records`` may read the
     parent's live state: the child sees it as it is at this instant, whatever the parent changes afterwards (so
     a caller at a committed batch boundary need not copy anything). Given as a function, it is asked for
-    ``1 + HELPERS`` runs, and the child's helpers encode all but the first at the same time (see :func:`_child`).
-    ``background``: the child and its helpers run at ``CHILD_NICE`` more than this process; else at its own
-    priority (a node stopping has nothing else to do)."""
+    ``1 + HELPERS`` runs, and the child's helpers encode all but the first at the same time (see :func:`_child`)."""
     read_end, write_end = os.pipe()
     # Every descriptor the child and its helpers use is opened here, before the fork: the child closes all the
     # others, whose Python objects still think they own them, and one of those closing "its" descriptor (at a
@@ -136,7 +134,7 @@ def start_child(file: SnapshotFileWriter, records: Records, background: bool = T
     gc.freeze()
     pid = os.fork()
     if pid == 0:
-        _child(file, records, write_end, helpers, CHILD_NICE if background else 0)
+        _child(file, records, write_end, helpers)
     os.close(write_end)
     for helper in helpers:
         helper.close()
@@ -160,11 +158,9 @@ class _Helper:
                 os.close(fd)
 
 
-async def write_in_child(
-    file: SnapshotFileWriter, records: Records, executor: Executor, background: bool = True
-) -> tuple[int, int]:
+async def write_in_child(file: SnapshotFileWriter, records: Records, executor: Executor) -> tuple[int, int]:
     """:func:`start_child`, then :meth:`ChildWriter.wait`."""
-    return await start_child(file, records, background).wait(executor)
+    return await start_child(file, records).wait(executor)
 
 
 def _read_answer(fd: int) -> bytes:
@@ -174,7 +170,7 @@ def _read_answer(fd: int) -> bytes:
     return out
 
 
-def _child(file: SnapshotFileWriter, records: Records, answer: int, helpers: list[_Helper], nice: int) -> NoReturn:
+def _child(file: SnapshotFileWriter, records: Records, answer: int, helpers: list[_Helper]) -> NoReturn:
     """Encoding is nearly all of a snapshot's CPU, and a Python process encodes on one core: a 2M-partition
     snapshot took 2.1 CPU s here alone, 3.0 s in a loaded scale run, where a process at nice 10 got a fifth of a
     core. So the records come in runs, and a helper forked by the child encodes each run but the first into a piece
@@ -185,8 +181,7 @@ def _child(file: SnapshotFileWriter, records: Records, answer: int, helpers: lis
         try:
             _isolate(keep={file.fd, answer, *(fd for h in helpers for fd in (h.piece.fd, h.answer, h.answer_write))})
             gc.disable()  # nothing here lives past the exit; a collection would only copy pages
-            if nice:
-                os.nice(nice)  # its helpers inherit it
+            os.nice(CHILD_NICE)
             runs = records(1 + len(helpers)) if callable(records) else [records]
             if not 1 <= len(runs) <= 1 + len(helpers):
                 raise ValueError(f"{len(runs)} runs of records for {1 + len(helpers)} processes")

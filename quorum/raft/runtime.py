@@ -107,12 +107,11 @@ class RaftSnapshotWriter:
         self._frozen(size, started)
         return size
 
-    def fork(self, records: Iterable[bytes], background: bool = True) -> None:
+    def fork(self, records: Iterable[bytes]) -> None:
         """Start writing ``records`` in a forked child process now (:mod:`quorum.log.snapshot_fork`): the encoding
         and the writes take nothing from this process's event loop, and ``records`` may read live state (the child
-        sees it as it is at this instant). :meth:`write_all` then waits for it. ``background``: the child runs at a
-        lower priority than this process (see :func:`~quorum.log.snapshot_fork.start_child`)."""
-        self._child = snapshot_fork.start_child(self._file, records, background)
+        sees it as it is at this instant). :meth:`write_all` then waits for it."""
+        self._child = snapshot_fork.start_child(self._file, records)
         self._forked_at = time.monotonic()
 
     async def write_all(self) -> tuple[int, int]:

@@ -483,8 +483,8 @@ class ForkingSnapshotWriter(FileSnapshotWriter):
         super().__init__(directory, snapshot_id, timestamp)
         self.child: snapshot_fork.ChildWriter | None = None
 
-    def fork(self, records: Iterable[bytes], background: bool = True) -> None:
-        self.child = snapshot_fork.start_child(self.file, records, background)
+    def fork(self, records: Iterable[bytes]) -> None:
+        self.child = snapshot_fork.start_child(self.file, records)
 
     async def write_all(self) -> tuple[int, int]:
         assert self.child is not None
