@@ -77,6 +77,14 @@ def test_the_high_watermark_linger_defaults_to_10_ms_and_0_is_kafkas_rule(tmp_pa
     assert settings(tmp_path, "--override", override).raft.high_watermark_linger_ms == 0
 
 
+def test_the_observer_linger_defaults_to_25_ms_and_0_answers_at_once(tmp_path: Path) -> None:
+    assert settings(tmp_path).raft.observer_linger_ms == 25
+    override = "pykraft.quorum.observer.linger.ms=0"
+    assert settings(tmp_path, "--override", override).raft.observer_linger_ms == 0
+    with pytest.raises(ConfigError, match=r"pykraft\.quorum\.observer\.linger\.ms must be at most the fetch max wait"):
+        settings(tmp_path, "--override", "pykraft.quorum.observer.linger.ms=501")
+
+
 def test_peer_frames_are_on_by_default_on_any_free_port_and_can_be_turned_off(tmp_path: Path) -> None:
     assert settings(tmp_path).frames_port == 0
     assert settings(tmp_path, "--override", "pykraft.quorum.frames.port=-1").frames_port == -1

@@ -16,7 +16,8 @@ A follower fetches again only once what it appended is flushed, so its fetch off
 exactly what it holds durably. The high watermark is the largest offset durable on a majority (the leader counted
 only after its own flush) once it passes the start of the leader's epoch. A fetch with nothing new waits (parked)
 up to the fetch max wait; a higher high watermark alone answers it only after a short linger, so that under
-steady writes the next records carry it (one answer per commit, not two).
+steady writes the next records carry it (one answer per commit, not two). An observer, which gates no commit, is
+answered at most once per observer linger while news keeps coming: one answer carries several commits.
 
 An *observer* (a node not among the voters: a broker) replicates the log the same way but never votes, never
 stands for election and never counts for the high watermark. It finds the leader by itself: with no leader known
@@ -820,13 +821,15 @@ class RaftCore(SilentLeader, SnapshotFetching):
         s.end_offset = m.fetch_offset
         self._update_leader_hw(r, now)
         self._maybe_drain(r, now)  # a commit lets the next batch go, in this very answer
-        if m.fetch_offset < self.log.end_offset or m.max_wait_ms <= 0:
+        records = m.fetch_offset < self.log.end_offset
+        held = self._observer_held_until(r, source, s, now) if m.max_wait_ms > 0 else None
+        if held is None and (records or m.max_wait_ms <= 0):
             self._answer_fetch(r, source, m, now)
-        else:
-            s.parked = m
-            s.parked_deadline = now + min(m.max_wait_ms, self.config.fetch_max_wait_ms)
-            if s.sent_high_watermark < self._leader_hw(r):
-                self._linger_high_watermark(r, source, s, now)
+            return
+        s.parked = m
+        s.parked_deadline = now + min(m.max_wait_ms, self.config.fetch_max_wait_ms)
+        if records or s.sent_high_watermark < self._leader_hw(r):
+            self._news_for_parked(r, source, s, records, now)
 
     def _snapshot_needed(self, m: FetchRequest) -> SnapshotId | None:
         """The snapshot to send instead of records (Kafka's validateOffsetAndEpoch): the fetcher needs offsets below
@@ -867,6 +870,7 @@ class RaftCore(SilentLeader, SnapshotFetching):
     def _answer_fetch(self, r: Leader, voter: int, m: FetchRequest, now: int) -> None:
         s = r.replica(voter)
         s.parked = None
+        s.answered_ms = now
         records = b""
         if m.fetch_offset < self.log.end_offset:
             records, _ = self.log.read(m.fetch_offset, min(m.max_bytes, self.config.fetch_max_bytes))
@@ -880,19 +884,32 @@ class RaftCore(SilentLeader, SnapshotFetching):
         for replica_id, s in r.all_replicas():
             if s.parked is None:
                 continue
-            if s.parked.fetch_offset < end:
-                self._answer_fetch(r, replica_id, s.parked, now)
-            elif s.sent_high_watermark < hw:
-                self._linger_high_watermark(r, replica_id, s, now)
+            records = s.parked.fetch_offset < end
+            if records or s.sent_high_watermark < hw:
+                self._news_for_parked(r, replica_id, s, records, now)
 
-    def _linger_high_watermark(self, r: Leader, replica_id: int, s: ReplicaState, now: int) -> None:
-        """A parked fetch whose only news is a higher high watermark is answered within high_watermark_linger_ms,
-        or sooner with records (0: at once). See RaftConfig."""
-        linger = self.config.high_watermark_linger_ms
+    def _news_for_parked(self, r: Leader, replica_id: int, s: ReplicaState, records: bool, now: int) -> None:
+        """There is news for a parked fetch: records, or only a higher high watermark. Records answer it at once,
+        a high watermark alone within high_watermark_linger_ms (0: at once); an observer answered less than
+        observer_linger_ms ago waits for that time to be up either way. See RaftConfig."""
+        assert s.parked is not None
+        held = self._observer_held_until(r, replica_id, s, now)
+        if held is not None:
+            s.parked_deadline = min(s.parked_deadline, held)
+            return
+        linger = 0 if records else self.config.high_watermark_linger_ms
         if linger <= 0:
             self._answer_fetch(r, replica_id, s.parked, now)
         else:
             s.parked_deadline = min(s.parked_deadline, now + linger)
+
+    def _observer_held_until(self, r: Leader, replica_id: int, s: ReplicaState, now: int) -> int | None:
+        """Until when news for an observer waits (its last answer plus observer_linger_ms), or None: a voter, or
+        an observer free to be answered now."""
+        if replica_id in r.replicas or s.answered_ms is None:
+            return None
+        until = s.answered_ms + self.config.observer_linger_ms
+        return until if until > now else None
 
     def _fail_parked_fetches(self, r: Leader) -> None:
         for replica_id, s in r.all_replicas():

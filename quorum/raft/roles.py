@@ -133,6 +133,7 @@ class ReplicaState:
     sent_high_watermark: int = -1
     parked: FetchRequest | None = None  # a fetch waiting for new data
     parked_deadline: int = 0
+    answered_ms: int | None = None  # when its last fetch was answered (an observer's answers are spaced out)
 
 
 # Observers a leader keeps track of. Fetches under made-up replica ids (anyone who reaches a plaintext port can send

@@ -60,6 +60,7 @@ SIM_CONFIG = RaftConfig(
     fetch_silence_ms=110,  # 50 ms max wait + 60 ms grace: messages of up to 15 ms each way never look silent
     pre_vote_yield_ms=20,
     high_watermark_linger_ms=5,
+    observer_linger_ms=5,
 )
 
 

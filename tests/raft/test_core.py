@@ -221,6 +221,59 @@ def test_a_higher_high_watermark_alone_waits_for_records_to_carry_it() -> None:
     assert sorted((v, a.high_watermark) for v, a in _answers(core)) == [(2, 1), (3, 1)]
 
 
+def test_an_observer_is_answered_at_most_once_per_observer_linger() -> None:
+    """Observers gate no commit: while records keep coming, the leader answers one at most once per observer linger,
+    each answer carrying everything appended meanwhile; a voter's parked fetch is still answered at each append.
+    An observer heard from after a quiet spell is answered at once; so is a probe (max wait 0). 0: at once."""
+    linger = CFG.observer_linger_ms
+    assert 0 < linger <= CFG.fetch_max_wait_ms
+    core, now = elected_leader()
+    observer = 101
+
+    def long_poll(replica: int, offset: int, correlation: int) -> Envelope:
+        return Envelope(
+            replica, 1, FetchRequest(CLUSTER_ID, replica, core.epoch, offset, core.epoch, 1 << 20, 500, correlation)
+        )
+
+    core.handle(long_poll(2, 1, correlation=1), now)  # commits the LeaderChange record
+    assert core.high_watermark == 1
+    # The observer's first fetch, from offset 0: answered at once (it has not been answered before).
+    core.handle(long_poll(observer, 0, correlation=2), now)
+    assert [(v, a.high_watermark) for v, a in _answers(core)] == [(observer, 1)]
+    first = now
+    core.handle(long_poll(observer, 1, correlation=3), now + 1)
+    offsets = []
+    for t in range(2, linger, 4):  # records while the linger runs: the voter hears of each, the observer of none
+        core.handle(long_poll(2, core.log.end_offset, correlation=10 + t), now + t)
+        offsets.append(core.append(core.epoch, [b"x"], now + t))
+        assert [v for v, _ in _answers(core)] == [2]
+        flush_now(core, now + t)
+    assert core.next_deadline() <= first + linger
+    core.tick(first + linger - 1)
+    assert _answers(core) == []
+    core.tick(first + linger)
+    ((v, a),) = _answers(core)
+    assert v == observer and [b.base_offset for b in iter_batches(a.records)] == offsets
+    # Its next fetch, with nothing new: parked; records then come after a quiet spell: answered at once.
+    quiet = first + 2 * linger + 1
+    core.handle(long_poll(observer, offsets[-1] + 1, correlation=4), first + linger + 1)
+    assert _answers(core) == []
+    core.handle(long_poll(2, core.log.end_offset, correlation=6), quiet)  # commits the last "x"
+    core.append(core.epoch, [b"y"], quiet)
+    assert sorted(v for v, _ in _answers(core)) == [2, observer]
+    # A probe right after that answer is answered at once all the same.
+    core.handle(Envelope(observer, 1, fetch_from(observer, core, offsets[-1] + 1, correlation=5)), quiet + 1)
+    assert [v for v, _ in _answers(core)] == [observer]
+
+    core, now = elected_leader(dataclasses.replace(CFG, observer_linger_ms=0))
+    core.handle(long_poll(2, 1, correlation=9), now)
+    core.handle(long_poll(observer, 0, correlation=1), now)
+    assert [v for v, _ in _answers(core)] == [observer]
+    core.handle(long_poll(observer, 1, correlation=2), now + 1)
+    core.append(core.epoch, [b"x"], now + 2)
+    assert sorted(v for v, _ in _answers(core)) == [2, observer]
+
+
 def test_candidate_in_backoff_keeps_a_future_deadline() -> None:
     """Regression: a candidate rejected by a majority backs off without resending votes, yet next_deadline() still
     offered the resend time of a vote left unanswered: once that passed (here: the voter's connection reset), the
