@@ -67,6 +67,7 @@ bench: $(STAMP) bytecode
 	$(PY) benchmarks/log_append.py
 	$(PY) benchmarks/raft_append.py
 	$(PY) benchmarks/peer_wire.py
+	$(PY) benchmarks/observer_linger.py
 	$(PY) benchmarks/create_topics.py
 	$(PY) benchmarks/audit_replay.py
 
