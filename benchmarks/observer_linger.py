@@ -1,13 +1,15 @@
 """What the leader's answers to observers cost: CPU per process at fixed request rates, observer linger 0 vs on.
 
     python benchmarks/observer_linger.py [--rates 100 200] [--lingers 0 25] [--rounds 2] [--seconds 5] [--brokers 6]
+                                         [--quick] [--json]
 
 For each round and each ``pykraft.quorum.observer.linger.ms`` in turn (alternated, so that the machine's drift
 falls on both), a fresh cluster of 3 controllers and ``--brokers`` brokers (Raft observers, at scale.py's nice 10)
 is started, left idle ``--seconds`` (its CPU per second is printed as the floor), then one client creates 1 topic
 (3 partitions, RF 3) per request on a fixed schedule at each rate for ``--seconds`` (scale.py's appender). Printed
 per rate: the CPU seconds all processes used (utime+stime, the client's own too) and their share of the cores, then
-milliseconds of CPU per request for each process, and the client's p50/p99 latency. The group commit writes a batch
+milliseconds of CPU per request for each process, and the client's p50/p99 latency. ``--quick``: one round of 3 s
+at 200/s; ``--json``: the figures as one JSON document instead. The group commit writes a batch
 per request at these rates, and every batch was an answer and a fetch back for each broker: the linger spaces those
 out (see the README's *Raft* section)."""
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import statistics
@@ -42,7 +45,7 @@ def settings(brokers: int) -> Settings:
     )
 
 
-async def one_cluster(root: Path, linger: int, args: argparse.Namespace) -> list[str]:
+async def one_cluster(root: Path, linger: int, args: argparse.Namespace, figures: list[dict]) -> list[str]:
     bench = Bench(root, settings(args.brokers), {LINGER: linger}, observers=True)
     lines = []
     try:
@@ -53,6 +56,7 @@ async def one_cluster(root: Path, linger: int, args: argparse.Namespace) -> list
         await asyncio.sleep(args.seconds)
         used = idle.used()
         per_s = sum(used["cpu_s"].values()) / used["wall_s"]
+        figures.append({"linger_ms": linger, "rate": 0, "cpu_s": used["cpu_s"], "wall_s": used["wall_s"]})
         lines.append(f"  linger {linger:>3} ms, idle: {per_s * 1000:.0f} ms of CPU per second, all processes")
         for rate in args.rates:
             cpu = PhaseCpu(bench)
@@ -68,12 +72,16 @@ async def one_cluster(root: Path, linger: int, args: argparse.Namespace) -> list
             failed = sum(1 for _, ms, error in samples if ms is None or error is not None)
             total = sum(used["cpu_s"].values())
             per_request = ", ".join(f"{name} {s / len(samples) * 1000:.2f}" for name, s in used["cpu_s"].items())
+            p50 = statistics.median(latencies) if latencies else float("nan")
             p99 = latencies[max(0, int(len(latencies) * 0.99) - 1)] if latencies else float("nan")
+            figures.append(
+                {"linger_ms": linger, "rate": rate, "requests": len(samples), "failed": failed, "cpu_s": used["cpu_s"],
+                 "wall_s": used["wall_s"], "p50_ms": p50, "p99_ms": p99}
+            )  # fmt: skip
             lines.append(
                 f"  linger {linger:>3} ms, {rate}/s: {total:.2f} CPU s over {used['wall_s']:.1f} s "
                 f"({total / used['wall_s'] / (os.cpu_count() or 1):.0%} of the cores); ms per request: {per_request}; "
-                f"latency p50 {statistics.median(latencies) if latencies else float('nan'):.1f} ms, p99 {p99:.1f} ms"
-                + (f"; {failed} failed" if failed else "")
+                f"latency p50 {p50:.1f} ms, p99 {p99:.1f} ms" + (f"; {failed} failed" if failed else "")
             )
     finally:
         bench.stop()
@@ -81,16 +89,20 @@ async def one_cluster(root: Path, linger: int, args: argparse.Namespace) -> list
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    print(f"observer linger: 3 controllers, {args.brokers} brokers; rates {args.rates}/s, {args.seconds:.0f} s each")
+    say = (lambda *_, **__: None) if args.json else print
+    say(f"observer linger: 3 controllers, {args.brokers} brokers; rates {args.rates}/s, {args.seconds:.0f} s each")
+    figures: list[dict] = []
     for round_ in range(args.rounds):
         for linger in args.lingers:
             root = Path(tempfile.mkdtemp(prefix="observer-linger-", dir=args.dir))
             try:
-                lines = await one_cluster(root, linger, args)
+                lines = await one_cluster(root, linger, args, figures)
             finally:
                 shutil.rmtree(root, ignore_errors=True)
-            print(f"round {round_ + 1}:")
-            print("\n".join(lines), flush=True)
+            say(f"round {round_ + 1}:")
+            say("\n".join(lines), flush=True)
+    if args.json:
+        print(json.dumps({"brokers": args.brokers, "seconds": args.seconds, "figures": figures}, indent=1))
 
 
 def main() -> int:
@@ -101,7 +113,12 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--brokers", type=int, default=6)
     p.add_argument("--dir", help="where the data directories go (default: the system's temporary directory)")
-    asyncio.run(main_async(p.parse_args()))
+    p.add_argument("--quick", action="store_true", help="one round of 3 s at 200/s")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    if args.quick:
+        args.rounds, args.seconds, args.rates = 1, 3.0, [200]
+    asyncio.run(main_async(args))
     return 0
 
 
