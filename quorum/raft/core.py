@@ -821,12 +821,11 @@ class RaftCore(SilentLeader, SnapshotFetching):
         s.end_offset = m.fetch_offset
         self._update_leader_hw(r, now)
         self._maybe_drain(r, now)  # a commit lets the next batch go, in this very answer
-        records = m.fetch_offset < self.log.end_offset
-        held = self._observer_held_until(r, source, s, now) if m.max_wait_ms > 0 else None
-        if held is None and (records or m.max_wait_ms <= 0):
+        if m.max_wait_ms <= 0:
             self._answer_fetch(r, source, m, now)
             return
-        s.parked = m
+        records = m.fetch_offset < self.log.end_offset
+        s.parked = m  # answered at once below if it has records and is not an observer's held answer
         s.parked_deadline = now + min(m.max_wait_ms, self.config.fetch_max_wait_ms)
         if records or s.sent_high_watermark < self._leader_hw(r):
             self._news_for_parked(r, source, s, records, now)
