@@ -225,9 +225,11 @@ def test_an_observer_is_answered_at_most_once_per_observer_linger() -> None:
     """Observers gate no commit: while records keep coming, the leader answers one at most once per observer linger,
     each answer carrying everything appended meanwhile; a voter's parked fetch is still answered at each append.
     An observer heard from after a quiet spell is answered at once; so is a probe (max wait 0). 0: at once."""
-    linger = CFG.observer_linger_ms
-    assert 0 < linger <= CFG.fetch_max_wait_ms
-    core, now = elected_leader()
+    # Longer than the simulator's 5 ms, so that several appends (4 ms apart) fall within one linger.
+    config = dataclasses.replace(CFG, observer_linger_ms=25)
+    linger = config.observer_linger_ms
+    assert 0 < linger <= config.fetch_max_wait_ms
+    core, now = elected_leader(config)
     observer = 101
 
     def long_poll(replica: int, offset: int, correlation: int) -> Envelope:
