@@ -18,16 +18,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale import Bench, PhaseCpu, Settings, appender
+from scale import Bench, PhaseCpu, Settings, appender, window_tally
 
 LINGER = "pykraft.quorum.observer.linger.ms"
 
@@ -68,16 +68,22 @@ async def one_cluster(root: Path, linger: int, args: argparse.Namespace, figures
             stop.set()
             samples = await task
             used = cpu.used()
-            latencies = sorted(ms for _, ms, error in samples if ms is not None and error is None)
-            failed = sum(1 for _, ms, error in samples if ms is None or error is not None)
+            tally = window_tally(samples, -math.inf, math.inf)  # scale.py's: its percentiles, failures by code
             total = sum(used["cpu_s"].values())
-            per_request = ", ".join(f"{name} {s / len(samples) * 1000:.2f}" for name, s in used["cpu_s"].items())
-            p50 = statistics.median(latencies) if latencies else float("nan")
-            p99 = latencies[max(0, int(len(latencies) * 0.99) - 1)] if latencies else float("nan")
+            per_request = ", ".join(f"{name} {s / tally['requests'] * 1000:.2f}" for name, s in used["cpu_s"].items())
+            p50, p99, failed = tally["p50_ms"], tally["p99_ms"], tally["failed"]
             figures.append(
-                {"linger_ms": linger, "rate": rate, "requests": len(samples), "failed": failed, "cpu_s": used["cpu_s"],
-                 "wall_s": used["wall_s"], "p50_ms": p50, "p99_ms": p99}
-            )  # fmt: skip
+                {
+                    "linger_ms": linger,
+                    "rate": rate,
+                    "requests": tally["requests"],
+                    "failed": failed,
+                    "cpu_s": used["cpu_s"],
+                    "wall_s": used["wall_s"],
+                    "p50_ms": p50,
+                    "p99_ms": p99,
+                }
+            )
             lines.append(
                 f"  linger {linger:>3} ms, {rate}/s: {total:.2f} CPU s over {used['wall_s']:.1f} s "
                 f"({total / used['wall_s'] / (os.cpu_count() or 1):.0%} of the cores); ms per request: {per_request}; "
