@@ -19,11 +19,12 @@ The protocol, as Kafka's:
 
 Where ours differs: Kafka's leader reads every partition of a session at each fetch; ours *parks* a partition whose
 follower holds the leader's whole log (fetch offset = log end = high watermark, the log not growing, the follower
-in the ISR, no ISR change in flight) and looks at it again only when it changes: new metadata or an AlterPartition
-answer (but not an ISR change that keeps the leader, its epoch and that follower in the ISR), a new fetch offset
-from the follower. While parked the follower counts as fetching at that offset at every fetch of the
-session (its caught-up time is the session's last fetch when it is unparked). A leader keeps one session per
-follower broker (each follower has one fetcher per leader): a new full fetch from a follower closes its older one.
+in the ISR whatever the ISR change in flight comes to: a joining follower parks while its expansion waits) and
+looks at it again only when it changes: new metadata or an AlterPartition answer (but not an ISR change that keeps
+the leader, its epoch and that follower in the ISR), a new fetch offset from the follower. While parked the
+follower counts as fetching at that offset at every fetch of the session (its caught-up time is the session's last
+fetch when it is unparked). A leader keeps one session per follower broker (each follower has one fetcher per
+leader): a new full fetch from a follower closes its older one.
 
 Sessions are used while the follower's fetches are unbounded (no disk rate, no follower throttle rate): a bounded
 fetch grants each partition what the quotas hold at that moment, which is fetch state that changes at every fetch.

@@ -499,14 +499,7 @@ class Sim:
 
     def step(self) -> None:
         self.now += self.STEP
-        queued, self.queued = self.queued, []
-        for change in queued:
-            leader = change.partition.local_id
-            topics = [AlterPartitionTopic(TOPIC, (_data(change),))]
-            response = self.ctrl.alter(leader, self.ctrl.brokers[leader].epoch, topics)
-            [result] = response.partitions
-            if self.managers[leader].on_alter_answer(change, result, Errors(result.error.code)):
-                self.queued.append(change)
+        self.answer_alters()
         for b, m in self.managers.items():
             if b in self.paused or b in self.dead or self.now < self.next_fetch[b]:
                 continue
@@ -534,6 +527,17 @@ class Sim:
                     m.maybe_shrink_isr()
         if self.now % 2000 == 0:
             self.poll()
+
+    def answer_alters(self) -> None:
+        """The AlterPartition changes queued, answered by the controller (those to send again: queued again)."""
+        queued, self.queued = self.queued, []
+        for change in queued:
+            leader = change.partition.local_id
+            topics = [AlterPartitionTopic(TOPIC, (_data(change),))]
+            response = self.ctrl.alter(leader, self.ctrl.brokers[leader].epoch, topics)
+            [result] = response.partitions
+            if self.managers[leader].on_alter_answer(change, result, Errors(result.error.code)):
+                self.queued.append(change)
 
     def _session_fetch(self, b: int, m: ReplicaManager, leader: int) -> bool:
         fetch = m.session_fetch(leader)

@@ -192,6 +192,49 @@ def test_a_follower_fenced_while_parked_rejoins_the_isr_when_unfenced() -> None:
     assert took <= sim.config.replica_fetch_wait_max_ms + 2 * Sim.STEP
 
 
+def test_a_joining_follower_parks_while_its_expansion_waits_for_the_controller() -> None:
+    """A broker back from a fence rejoins every ISR it was in; with the controller slow to answer (a broker restarted
+    at 2M partitions sent ~250k expansions), its partitions must not stay active in its leaders' sessions, each
+    answered at every fetch. Applied, the expansion leaves them parked; refused, it wakes them to be tried again."""
+    sim = Sim(partitions=6, config=IDLE, sessions=True)
+    sim.run_until(lambda: parked(sim) == 12, 4000)
+    sim.ctrl.fence(3)
+    sim.poll()
+    held: list = []
+    for m in sim.managers.values():
+        m.submit = held.append  # the controller is busy: expansions wait
+    sim.ctrl.brokers[3] = sim.ctrl.brokers[3]._replace(fenced=False)
+    sim.poll()
+    joining = [i for i, s in sim.ctrl.partitions.items() if 3 not in s["isr"]]
+    assert joining
+    sim.run_until(lambda: len(held) == len(joining), 2000)
+
+    def remote(i: int):  # type: ignore[no-untyped-def]  # broker 3's replica state on the partition's leader
+        return sim.managers[sim.ctrl.partitions[i]["leader"]].partitions[(TOPIC, i)].remotes.get(3)
+
+    assert all(remote(i).parked is not None for i in joining)
+    answered = sim.entries_answered
+    sim.run_until(lambda: sim.now >= 4 * LAG_MS, 5 * LAG_MS)  # fetch after fetch, the expansions still waiting
+    assert sim.entries_answered == answered  # nothing answered for them
+    assert all(3 not in sim.ctrl.partitions[i]["isr"] for i in joining)
+    refused = joining[0]
+    first = list(held)
+    held.clear()
+    sim.ctrl.brokers[3] = sim.ctrl.brokers[3]._replace(fenced=True)  # fenced again for a moment...
+    sim.queued = [c for c in first if c.partition.index == refused]  # ...as this one reaches the controller
+    sim.answer_alters()
+    sim.ctrl.brokers[3] = sim.ctrl.brokers[3]._replace(fenced=False)
+    sim.run_until(lambda: len(held) == 1, 2000)  # INELIGIBLE_REPLICA woke it: looked at again, a new expansion
+    assert held[0].partition.index == refused and held[0] is not first[0]
+    sim.queued = [c for c in first if c.partition.index != refused] + held
+    for m in sim.managers.values():
+        m.submit = sim.submit
+    sim.step()
+    assert all(3 in sim.ctrl.partitions[i]["isr"] for i in joining)
+    assert all(remote(i).parked is not None for i in joining)  # joined, and still parked
+    sim.run_until(lambda: parked(sim) == 12, 4000)
+
+
 def test_a_partition_that_comes_while_the_full_fetch_is_in_flight_is_fetched_next() -> None:
     """The full fetch that opens a session was built before the partition came: the next fetch must carry it (a
     follower that left it out was shrunk from its ISR after replica.lag.time.max.ms, seen in the scale run)."""
