@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from itertools import islice
 
 import structlog
 
@@ -66,11 +65,9 @@ class AlterPartitionSender:
             await self._wake.wait()
             self._wake.clear()
             while self.unsent:
-                for key in [k for k, c in self.unsent.items() if c.partition.pending is not c]:
-                    del self.unsent[key]
-                if not self.unsent:
+                batch = self._next_batch()
+                if not batch:
                     break
-                batch = list(islice(self.unsent.values(), self.max_changes))  # the oldest first
                 try:
                     response = await self.call(self.broker_id, self.broker_epoch(), _request(batch))
                     if response.error.failed:
@@ -96,6 +93,22 @@ class AlterPartitionSender:
                         again = True
                 if again:
                     await asyncio.sleep(self.retry_ms / 1000)
+
+    def _next_batch(self) -> list[PendingChange]:
+        """The oldest changes still pending, at most ``max_changes``; those whose partition moved on are dropped on
+        the way. Not a walk of all of them per request: a broker restarted at 2M partitions queued ~250k."""
+        batch: list[PendingChange] = []
+        moved_on: list[PartitionKey] = []
+        for key, change in self.unsent.items():
+            if change.partition.pending is not change:
+                moved_on.append(key)
+            elif len(batch) < self.max_changes:
+                batch.append(change)
+            else:
+                break
+        for key in moved_on:
+            del self.unsent[key]
+        return batch
 
 
 def _request(batch: list[PendingChange]) -> list[AlterPartitionTopic]:
