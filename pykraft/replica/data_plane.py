@@ -75,6 +75,7 @@ log = structlog.get_logger("pykraft.replica")
 STATUS_INTERVAL_S = 30.0  # how often a data_plane_status line is logged
 MIN_REFRESH_GAP_S = 0.1  # metadata polls asked for by stale answers come at most this often
 IMAGE_POLL_INTERVAL_S = 0.1  # how often the local image is looked at (a few integer compares when unchanged)
+ENCODE_SLICE = 20_000  # fetch entries encoded or decoded (~2 us each) before the loop may run
 # An authorization check of a call (the caller may DESCRIBE the CLUSTER): None, or why it is refused.
 DescribeCheck = Callable[[grpc.aio.ServicerContext], Awaitable[str | None]]
 CHANNEL_OPTIONS = [
@@ -160,7 +161,7 @@ class FetchService(pb_grpc.ReplicaFetchServicer):
         if self.check_replica is not None and (refused := self.check_replica(context, request.replica_id)):
             log.warning("fetch_refused", replica_id=request.replica_id, reason=refused)
             return _refused(context, refused)
-        error, session_id, answers = self.manager.answer_session_fetch(
+        steps = self.manager.session_fetch_steps(
             request.replica_id,
             request.broker_epoch,
             request.max_bytes,
@@ -172,9 +173,18 @@ class FetchService(pb_grpc.ReplicaFetchServicer):
             ),
             ((f.topic_id, f.partition) for f in request.forgotten),
         )
+        while True:  # a slice at a time, the loop running in between (see session_fetch_steps)
+            try:
+                next(steps)
+            except StopIteration as done:
+                error, session_id, answers = done.value
+                break
+            await asyncio.sleep(0)
         response = pb.FetchResponse(error_code=int(error), session_id=session_id)
         add = response.partitions.add
-        for topic_id, index, a in answers:
+        for i, (topic_id, index, a) in enumerate(answers, 1):
+            if i % ENCODE_SLICE == 0:
+                await asyncio.sleep(0)
             add(
                 topic_id=topic_id,
                 partition=index,
@@ -547,7 +557,9 @@ class DataPlane:
                     session_epoch=fetch.session_epoch,
                 )
                 add = request.partitions.add
-                for item in fetch.items:
+                for i, item in enumerate(fetch.items, 1):
+                    if i % ENCODE_SLICE == 0:
+                        await asyncio.sleep(0)  # a full fetch after a restart names ~250k partitions
                     add(
                         topic_id=bytes(item.partition.topic_id),
                         partition=item.partition.index,
@@ -570,12 +582,13 @@ class DataPlane:
                 if leader_id in self._fetch_failing:
                     self._fetch_failing.discard(leader_id)
                     log.info("fetch_recovered", leader=leader_id)
-                answers = {
-                    (a.topic_id, a.partition): FetchAnswer(
+                answers = {}
+                for i, a in enumerate(response.partitions, 1):
+                    if i % ENCODE_SLICE == 0:
+                        await asyncio.sleep(0)
+                    answers[a.topic_id, a.partition] = FetchAnswer(
                         _error(a.error_code), a.high_watermark, a.log_end_offset, a.records_end_offset
                     )
-                    for a in response.partitions
-                }
                 error = _error(response.error_code)
                 if not self.manager.on_session_response(leader_id, fetch, error, response.session_id, answers):
                     await asyncio.sleep(self.manager.fetch_delay_ms(leader_id) / 1000)

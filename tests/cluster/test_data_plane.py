@@ -22,6 +22,7 @@ from controller.requests import (
 )
 from controller.results import NO_ERROR, ApiError
 from pykraft.client import AdminError, BrokerInfo, ClusterDescription, PartitionInfo, TopicDescription
+from pykraft.replica import data_plane, session_fetching
 from pykraft.replica.alter_partition import AlterPartitionSender
 from pykraft.replica.data_plane import DataPlane
 from pykraft.replica.manager import ReplicaManager
@@ -664,7 +665,13 @@ class FakeAdmin:
         return response
 
 
-async def test_brokers_replicate_over_grpc_and_a_paused_one_is_shrunk_and_expands_back() -> None:
+@pytest.mark.parametrize("slice_", [None, 1], ids=["whole", "a partition at a time"])
+async def test_brokers_replicate_over_grpc_and_a_paused_one_is_shrunk_and_expands_back(monkeypatch, slice_) -> None:  # type: ignore[no-untyped-def]
+    """With ``slice_`` 1 every fetch is encoded, answered and decoded a partition at a time, the loop running in
+    between (as a fetch of hundreds of thousands of partitions is)."""
+    if slice_ is not None:
+        monkeypatch.setattr(session_fetching, "FETCH_SLICE", slice_)
+        monkeypatch.setattr(data_plane, "ENCODE_SLICE", slice_)
     config = ReplicaConfig(produce_rate=50, replica_lag_time_max_ms=600, replica_fetch_wait_max_ms=100)
     ctrl = FakeController({b: BrokerState(e, False, False, None) for b, e in EPOCHS.items()})
     for i in range(3):

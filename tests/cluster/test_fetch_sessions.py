@@ -7,15 +7,19 @@ fetchers use sessions over gRPC there too."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import sys
 
 import pytest
 from test_data_plane import EPOCHS, LAG_MS, TOPIC, Sim
 
+from pykraft.api import broker_pb2
+from pykraft.replica import data_plane, session_fetching
 from pykraft.replica.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, NO_SESSION, SHRINK_BYTES, shrunk
 from pykraft.replica.manager import ReplicaManager
 from pykraft.replica.partition import MESSAGE_BYTES, BrokerState, ReplicaConfig
+from pykraft.replica.session_fetching import SessionFetch
 from quorum.errors import Errors
 
 IDLE = ReplicaConfig(produce_rate=0.0, replica_lag_time_max_ms=LAG_MS, initial_partition_bytes=10 * MESSAGE_BYTES)
@@ -233,6 +237,64 @@ def test_a_joining_follower_parks_while_its_expansion_waits_for_the_controller()
     assert all(3 in sim.ctrl.partitions[i]["isr"] for i in joining)
     assert all(remote(i).parked is not None for i in joining)  # joined, and still parked
     sim.run_until(lambda: parked(sim) == 12, 4000)
+
+
+def _request(sim: Sim, follower_id: int, fetch: SessionFetch) -> broker_pb2.FetchRequest:
+    return broker_pb2.FetchRequest(
+        replica_id=follower_id,
+        broker_epoch=sim.ctrl.brokers[follower_id].epoch,
+        max_bytes=10 << 20,
+        session_id=fetch.session_id,
+        session_epoch=fetch.session_epoch,
+        partitions=[
+            broker_pb2.FetchRequest.Partition(
+                topic_id=bytes(i.partition.topic_id),
+                partition=i.partition.index,
+                fetch_offset=i.fetch_offset,
+                current_leader_epoch=i.leader_epoch,
+                partition_max_bytes=i.max_bytes,
+            )
+            for i in fetch.items
+        ],
+    )
+
+
+async def test_a_leader_answers_a_large_fetch_a_slice_at_a_time_and_the_loop_runs_between(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A follower restarted at 2M partitions asks each leader for ~250k in one full fetch: answered in one go, it
+    held a leader's loop for 29 s. The server answers a slice at a time; what the loop does meanwhile (here: the
+    partition last in the request is deleted) is seen by the slices after it, and the answer is otherwise the one
+    answered at once."""
+    monkeypatch.setattr(session_fetching, "FETCH_SLICE", 5)
+    monkeypatch.setattr(data_plane, "ENCODE_SLICE", 5)
+    paused, at_once = (Sim(partitions=90, config=IDLE, sessions=True) for _ in range(2))
+    fetches = [sim.managers[2].session_fetch(1) for sim in (paused, at_once)]
+    assert fetches[0] is not None and fetches[1] is not None and fetches[0].session_id == NO_SESSION
+    requested = [i.partition.index for i in fetches[0].items]
+    assert len(requested) == 30
+    deleted = requested[-1]
+    ticks = 0
+
+    async def meanwhile() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0)
+            ticks += 1
+            if ticks == 1:
+                del paused.ctrl.partitions[deleted]
+                paused.poll()
+
+    ticker = asyncio.create_task(meanwhile())
+    response = await data_plane.FetchService(paused.managers[1]).Fetch(_request(paused, 2, fetches[0]), None)
+    ticker.cancel()
+    assert ticks == 6 + 5 + 6 - 1  # slices: 30 partitions registered, 29 answered, 30 encoded; its first run ticks 0
+    del at_once.ctrl.partitions[deleted]
+    at_once.poll()
+    _, answers = at_once.deliver(2, 1, fetches[1])
+    got = [(p.partition, Errors(p.error_code), p.high_watermark, p.log_end_offset) for p in response.partitions]
+    assert sorted(got) == sorted((i, a.error, a.high_watermark, a.log_end_offset) for _, i, a in answers)
+    assert (deleted, Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1) in got
+    session = paused.managers[1].leader_sessions.by_id[response.session_id]
+    assert (TOPIC, deleted) not in session.active
 
 
 def test_a_partition_that_comes_while_the_full_fetch_is_in_flight_is_fetched_next() -> None:
