@@ -402,7 +402,12 @@ class ReplicaManager(SessionFetching):
         epoch = self.broker_epoch()
         started = 0
         for p in self._led.values():
-            if p.pending is None and p.remotes.all_parked(p.isr):
+            if p.pending is not None:
+                # Kafka's maybeShrinkIsr does nothing while a change is in flight; its answer raises the high
+                # watermark. A broker back from a restart at 2M partitions has ~250k expansions waiting: each walk
+                # looked at all of them for nothing.
+                continue
+            if p.remotes.all_parked(p.isr):
                 continue  # every ISR follower parked: it holds the whole idle log, nothing to shrink or raise
             p.high_watermark_now(now, self.brokers)
             change = p.maybe_shrink(now, epoch)
