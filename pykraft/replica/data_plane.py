@@ -161,7 +161,7 @@ class FetchService(pb_grpc.ReplicaFetchServicer):
         if self.check_replica is not None and (refused := self.check_replica(context, request.replica_id)):
             log.warning("fetch_refused", replica_id=request.replica_id, reason=refused)
             return _refused(context, refused)
-        steps = self.manager.session_fetch_steps(
+        steps = self.manager.answer_session_fetch(
             request.replica_id,
             request.broker_epoch,
             request.max_bytes,
@@ -173,7 +173,7 @@ class FetchService(pb_grpc.ReplicaFetchServicer):
             ),
             ((f.topic_id, f.partition) for f in request.forgotten),
         )
-        while True:  # a slice at a time, the loop running in between (see session_fetch_steps)
+        while True:  # a slice at a time, the loop running in between (see answer_session_fetch)
             try:
                 next(steps)
             except StopIteration as done:

@@ -4,7 +4,7 @@ session fetches and answering them as a leader (the protocol: :mod:`pykraft.repl
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import structlog
 
@@ -35,11 +35,21 @@ if TYPE_CHECKING:
 log = structlog.get_logger("pykraft.replica")
 
 
-# Partitions a leader looks at in a fetch before it lets its loop run (see SessionFetching.session_fetch_steps):
+# Partitions a leader looks at in a fetch before it lets its loop run (see SessionFetching.answer_session_fetch):
 # at ~25 us each, a slice is ~50 ms of CPU.
 FETCH_SLICE = 2_000
 
 SessionAnswer = tuple[Errors, int, list[tuple[bytes, int, FetchAnswer]]]
+T = TypeVar("T")
+
+
+def drain(steps: Generator[None, None, T]) -> T:
+    """Run a stepped piece of work (:meth:`SessionFetching.answer_session_fetch`) to its end, with no pause."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
 
 class SessionFetch(NamedTuple):
@@ -82,34 +92,15 @@ class SessionFetching:
         session_epoch: int,
         items: Iterable[tuple[bytes, int, int, int, int]],
         forgotten: Iterable[tuple[bytes, int]] = (),
-    ) -> SessionAnswer:
-        """A fetch in Kafka's fetch-session protocol (see :mod:`pykraft.replica.fetch_session`): (the request's
-        error, the session id to use next, the answers). ``items`` as :meth:`answer_fetch`'s."""
-        steps = self.session_fetch_steps(
-            replica_id, replica_epoch, max_bytes, session_id, session_epoch, items, forgotten
-        )
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-
-    def session_fetch_steps(
-        self,
-        replica_id: int,
-        replica_epoch: int,
-        max_bytes: int,
-        session_id: int,
-        session_epoch: int,
-        items: Iterable[tuple[bytes, int, int, int, int]],
-        forgotten: Iterable[tuple[bytes, int]] = (),
     ) -> Generator[None, None, SessionAnswer]:
-        """:meth:`answer_session_fetch` in steps: it pauses (yields) after every :data:`FETCH_SLICE` partitions, and
-        the data plane's server lets its loop run meanwhile. A follower back from a restart at 2M partitions asks
-        each leader for ~250k of them in one full fetch; answered at once, with an ISR expansion for each, it held
-        a leader's loop for 29 s (7 s of CPU, 6 of GC, on a busy machine), and that broker's metadata observer
-        fell behind. What changes during a pause is what changes between two fetches, and the per-partition code
-        looks at the partition's state afresh each time."""
+        """A fetch in Kafka's fetch-session protocol (see :mod:`pykraft.replica.fetch_session`), answered in steps:
+        the work pauses (yields) after every :data:`FETCH_SLICE` partitions, and the data plane's server lets its
+        loop run meanwhile (:func:`drain` does it all at once). It returns the request's error, the session id to
+        use next and the answers; ``items`` as :meth:`answer_fetch`'s. A follower back from a restart at 2M
+        partitions asks each leader for ~250k of them in one full fetch; answered at once, with an ISR expansion
+        for each, it held a leader's loop for 29 s (7 s of CPU, 6 of GC, on a busy machine), and that broker's
+        metadata observer fell behind. What changes during a pause is what changes between two fetches, and the
+        per-partition code looks at the partition's state afresh each time."""
         sessions = self.leader_sessions
         now = self.clock()
         if session_id == NO_SESSION:

@@ -37,7 +37,7 @@ from pykraft.replica.partition import (
     ReplicaConfig,
     ReplicaState,
 )
-from pykraft.replica.session_fetching import SessionFetch
+from pykraft.replica.session_fetching import SessionFetch, drain
 from pykraft.testing import free_ports
 from quorum.errors import Errors
 from quorum.fault import LoggingFaultHandler
@@ -559,8 +559,10 @@ class Sim:
             for i in fetch.items
         ]
         forgotten = [(bytes(t), i) for t, i in fetch.forgotten]
-        error, session_id, answers = self.managers[leader].answer_session_fetch(
-            b, self.ctrl.brokers[b].epoch, 10 << 20, fetch.session_id, fetch.session_epoch, items, forgotten
+        error, session_id, answers = drain(
+            self.managers[leader].answer_session_fetch(
+                b, self.ctrl.brokers[b].epoch, 10 << 20, fetch.session_id, fetch.session_epoch, items, forgotten
+            )
         )
         self.entries_sent += len(items)
         self.entries_answered += len(answers)

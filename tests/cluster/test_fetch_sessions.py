@@ -19,7 +19,7 @@ from pykraft.replica import data_plane, session_fetching
 from pykraft.replica.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, NO_SESSION, SHRINK_BYTES, shrunk
 from pykraft.replica.manager import ReplicaManager
 from pykraft.replica.partition import MESSAGE_BYTES, BrokerState, Partition, ReplicaConfig
-from pykraft.replica.session_fetching import SessionFetch
+from pykraft.replica.session_fetching import SessionFetch, drain
 from quorum.errors import Errors
 
 IDLE = ReplicaConfig(produce_rate=0.0, replica_lag_time_max_ms=LAG_MS, initial_partition_bytes=10 * MESSAGE_BYTES)
@@ -144,13 +144,13 @@ def test_session_errors_start_the_session_over() -> None:
     assert session.session_id != NO_SESSION
     epoch = sim.ctrl.brokers[2].epoch
     # A wrong epoch, then an unknown id: refused as Kafka's, nothing answered.
-    assert leader.answer_session_fetch(2, epoch, 1 << 20, session.session_id, session.epoch + 5, []) == (
+    assert drain(leader.answer_session_fetch(2, epoch, 1 << 20, session.session_id, session.epoch + 5, [])) == (
         Errors.INVALID_FETCH_SESSION_EPOCH,
         NO_SESSION,
         [],
     )
-    assert leader.answer_session_fetch(2, epoch, 1 << 20, 12345, 1, [])[0] == Errors.FETCH_SESSION_ID_NOT_FOUND
-    assert leader.answer_session_fetch(3, epoch, 1 << 20, session.session_id, session.epoch, [])[0] == (
+    assert drain(leader.answer_session_fetch(2, epoch, 1 << 20, 12345, 1, []))[0] == Errors.FETCH_SESSION_ID_NOT_FOUND
+    assert drain(leader.answer_session_fetch(3, epoch, 1 << 20, session.session_id, session.epoch, []))[0] == (
         Errors.FETCH_SESSION_ID_NOT_FOUND  # another broker's session
     )
     # The leader restarts: its sessions are gone. The follower's next fetch is refused, the one after is full.
@@ -159,7 +159,9 @@ def test_session_errors_start_the_session_over() -> None:
     sim.poll()
     fetch = follower.session_fetch(1)
     assert fetch is not None and fetch.session_id == session.session_id and fetch.items == []
-    error, _, _ = sim.managers[1].answer_session_fetch(2, epoch, 1 << 20, fetch.session_id, fetch.session_epoch, [])
+    error, _, _ = drain(
+        sim.managers[1].answer_session_fetch(2, epoch, 1 << 20, fetch.session_id, fetch.session_epoch, [])
+    )
     assert error == Errors.FETCH_SESSION_ID_NOT_FOUND
     assert follower.on_session_response(1, fetch, error, NO_SESSION, {})  # fetch again at once
     full = follower.session_fetch(1)
