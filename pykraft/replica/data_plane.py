@@ -75,7 +75,7 @@ log = structlog.get_logger("pykraft.replica")
 STATUS_INTERVAL_S = 30.0  # how often a data_plane_status line is logged
 MIN_REFRESH_GAP_S = 0.1  # metadata polls asked for by stale answers come at most this often
 IMAGE_POLL_INTERVAL_S = 0.1  # how often the local image is looked at (a few integer compares when unchanged)
-ENCODE_SLICE = 20_000  # fetch entries encoded or decoded (~2 us each) before the loop may run
+ENCODE_SLICE = 100_000  # fetch entries encoded or decoded (~2 us each) before the loop may run
 # An authorization check of a call (the caller may DESCRIBE the CLUSTER): None, or why it is refused.
 DescribeCheck = Callable[[grpc.aio.ServicerContext], Awaitable[str | None]]
 CHANNEL_OPTIONS = [

@@ -35,9 +35,12 @@ if TYPE_CHECKING:
 log = structlog.get_logger("pykraft.replica")
 
 
-# Partitions a leader looks at in a fetch before it lets its loop run (see SessionFetching.answer_session_fetch):
-# at ~25 us each, a slice is ~50 ms of CPU.
-FETCH_SLICE = 2_000
+# Partitions a leader looks at in a full fetch before it lets its loop run (see
+# SessionFetching.answer_session_fetch): at ~25 us each, a slice is ~0.5 s of CPU. Not smaller, and not for
+# incremental fetches: a paused answer waits a whole turn of the loop (image slices, other fetches) per slice. At
+# 2,000 for every fetch, the tens of thousands of partitions a follower's fetches carry while 2M are created took
+# minutes to answer; followers fell out of 160k ISRs on one broker, and its replicas lagged its image by 126 s.
+FETCH_SLICE = 20_000
 
 SessionAnswer = tuple[Errors, int, list[tuple[bytes, int, FetchAnswer]]]
 T = TypeVar("T")
@@ -94,8 +97,8 @@ class SessionFetching:
         forgotten: Iterable[tuple[bytes, int]] = (),
     ) -> Generator[None, None, SessionAnswer]:
         """A fetch in Kafka's fetch-session protocol (see :mod:`pykraft.replica.fetch_session`), answered in steps:
-        the work pauses (yields) after every :data:`FETCH_SLICE` partitions, and the data plane's server lets its
-        loop run meanwhile (:func:`drain` does it all at once). It returns the request's error, the session id to
+        a full fetch pauses (yields) after every :data:`FETCH_SLICE` partitions, and the data plane's server lets
+        its loop run meanwhile (:func:`drain` does it all at once). It returns the request's error, the session id to
         use next and the answers; ``items`` as :meth:`answer_fetch`'s. A follower back from a restart at 2M
         partitions asks each leader for ~250k of them in one full fetch; answered at once, with an ISR expansion
         for each, it held a leader's loop for 29 s (7 s of CPU, 6 of GC, on a busy machine), and that broker's
@@ -132,7 +135,7 @@ class SessionFetching:
         done = 0
         for topic_id, index, fetch_offset, leader_epoch, partition_max_bytes in items:
             done += 1
-            if done % FETCH_SLICE == 0:
+            if full and done % FETCH_SLICE == 0:
                 yield
             key = (topic_id, index)
             r = self._remote(key, replica_id)
@@ -150,7 +153,7 @@ class SessionFetching:
             session.active.add(key)
         for key in list(session.active):
             done += 1
-            if done % FETCH_SLICE == 0:
+            if full and done % FETCH_SLICE == 0:
                 yield
             answer = self._answer_in_session(session, key, replica_epoch, budget, now, epoch, full)
             if answer is not None:
