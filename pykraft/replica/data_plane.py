@@ -51,6 +51,7 @@ from pykraft.replica.alter_partition import AlterPartitionSender
 from pykraft.replica.image_metadata import ImageMetadata, apply_image
 from pykraft.replica.manager import ReplicaInfo, ReplicaManager
 from pykraft.replica.partition import BrokerState, FetchAnswer, PartitionMetadata, ReplicaConfig
+from pykraft.replica.session_fetching import drain_pausing
 from pykraft.replica.throttle import (
     BROKER_KEYS,
     FOLLOWER_RATE,
@@ -173,13 +174,7 @@ class FetchService(pb_grpc.ReplicaFetchServicer):
             ),
             ((f.topic_id, f.partition) for f in request.forgotten),
         )
-        while True:  # a slice at a time, the loop running in between (see answer_session_fetch)
-            try:
-                next(steps)
-            except StopIteration as done:
-                error, session_id, answers = done.value
-                break
-            await asyncio.sleep(0)
+        error, session_id, answers = await drain_pausing(steps)  # see answer_session_fetch
         response = pb.FetchResponse(error_code=int(error), session_id=session_id)
         add = response.partitions.add
         for i, (topic_id, index, a) in enumerate(answers, 1):

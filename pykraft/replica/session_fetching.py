@@ -3,6 +3,7 @@ session fetches and answering them as a leader (the protocol: :mod:`pykraft.repl
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
@@ -53,6 +54,16 @@ def drain(steps: Generator[None, None, T]) -> T:
             next(steps)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
+
+
+async def drain_pausing(steps: Generator[None, None, T]) -> T:
+    """:func:`drain`, letting the loop run at each pause."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        await asyncio.sleep(0)
 
 
 class SessionFetch(NamedTuple):
