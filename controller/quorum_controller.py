@@ -297,6 +297,12 @@ class QuorumController:
     def active(self) -> bool:
         return self.active_epoch is not None
 
+    @property
+    def bootstrapped(self) -> bool:
+        """The bootstrap records (metadata.version) are committed: an active controller writes them after it
+        activates on an empty log, so a caller that must see a quiet log waits for this too."""
+        return "metadata.version" in self._features.committed()
+
     # -- RaftListener ----------------------------------------------------------------------------------------
 
     def _replay_value(self, value: bytes, batch: CommittedBatch, i: int) -> None:

@@ -44,8 +44,10 @@ class LiveNode:
         return not self.faults.faults and not self.controller.failed and not self.node.failed
 
     async def wait_active(self, timeout: float = 10.0) -> None:
+        """Active, and its bootstrap records committed: they are written after activation, and a test that checks
+        a refused request for leaving the log alone must not see them land during its first request."""
         async with asyncio.timeout(timeout):
-            while not self.controller.active:
+            while not (self.controller.active and self.controller.bootstrapped):
                 await asyncio.sleep(0.01)
 
     async def commits(self, name: str) -> bool:
