@@ -135,6 +135,10 @@ APPENDER_P99_TARGET_MS = 50.0
 FAILOVER_RATIO_TARGET = 1.5
 INSTALL_TARGET_MIB_S = 100.0
 END_CATCH_UP_S = 15.0  # how long every node may take, at the end, to hold and apply what was committed by then
+# A broker's scrape at the end may take this long (Prometheus's default scrape_timeout) before it counts as not
+# answering: at 2M partitions, brokers busy with a restarted peer's ISR expansions answered in more than 2 s, and
+# "did not answer" then hid whether their images were caught up.
+END_SCRAPE_TIMEOUT_S = 10.0
 
 
 # -- processes, their metrics and their logs ------------------------------------------------------------------
@@ -495,6 +499,7 @@ class Bench:
     # observers now export a log end and an applied offset, but a broker's exposition also lists every replica (a
     # million lines at 2M partitions) and scraping it often took a quarter of a broker's CPU. None: ask the metrics.
     broker_metrics_progress: bool | None = False
+    slowest_scrape_s: dict[int, float] = field(default_factory=dict)  # per broker, in the last wait_caught_up
 
     def __post_init__(self) -> None:
         STARTED.append(self)
@@ -677,9 +682,10 @@ class Bench:
                 behind[f"b{broker_id}"] = f"leader sees it at {seen.get(broker_id)}"
         return hw, behind
 
-    async def wait_caught_up(self, timeout: float, poll: float = 0.1) -> float:
+    async def wait_caught_up(self, timeout: float, poll: float = 0.1, scrape_timeout: float = 2.0) -> float:
         """Seconds until every controller and observer holds and applied what was committed when this was called
-        (the leader's high watermark then: new records keep coming, NoOps and heartbeats among them)."""
+        (the leader's high watermark then: new records keep coming, NoOps and heartbeats among them). A broker's
+        scrape may take ``scrape_timeout``; the slowest of each is left in :attr:`slowest_scrape_s`."""
         started = time.perf_counter()
         deadline = time.monotonic() + timeout
         view = await self.leader_view()
@@ -698,20 +704,29 @@ class Bench:
         # The leader's view of an observer is the offset it fetched; its image may apply it much later (a broker at
         # 2M was once 270,000 records behind its own log). Its metrics say what it applied: asked only now, every
         # half second, as each scrape walks the broker's replicas once.
+        self.slowest_scrape_s = {}
         while hw is not None and time.monotonic() < deadline:
             behind = {}
             for broker_id in self.brokers:
-                m, applied = await self.broker_gauge(broker_id, "kafka_server_metadata_last_applied_offset")
+                asked = time.perf_counter()
+                m, applied = await self.broker_gauge(
+                    broker_id, "kafka_server_metadata_last_applied_offset", scrape_timeout
+                )
+                took = time.perf_counter() - asked
+                self.slowest_scrape_s[broker_id] = max(took, self.slowest_scrape_s.get(broker_id, 0.0))
                 if applied is None or applied < hw - 1:
-                    behind[f"b{broker_id}"] = f"applied {applied}" if m else "its metrics did not answer"
+                    no_answer = f"its metrics did not answer within {scrape_timeout:.0f} s"
+                    behind[f"b{broker_id}"] = f"applied {applied} (scrape {took:.1f} s)" if m else no_answer
             if not behind:
                 return time.perf_counter() - started
             await asyncio.sleep(0.5)
         raise TimeoutError(f"brokers' images not caught up with offset {hw} within {timeout} s: {behind}")
 
-    async def broker_gauge(self, broker_id: int, name: str) -> tuple[dict[str, float] | None, float | None]:
+    async def broker_gauge(
+        self, broker_id: int, name: str, timeout: float = 2.0
+    ) -> tuple[dict[str, float] | None, float | None]:
         """One scrape of a broker's metrics (None while it does not answer) and the value of ``name`` in it."""
-        m = await asyncio.to_thread(scrape, self.brokers[broker_id].metrics_port)
+        m = await asyncio.to_thread(scrape, self.brokers[broker_id].metrics_port, timeout)
         return m, (m or {}).get(name)
 
     async def wait_replicas_applied(self, timeout: float, poll: float = 1.0) -> tuple[float | None, dict[str, str]]:
@@ -1852,14 +1867,18 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
             # (an instant's comparison would count the NoOp committed while an observer's fetch is on its way).
             hw, behind = await bench.lagging()
             try:
-                await bench.wait_caught_up(END_CATCH_UP_S)
+                await bench.wait_caught_up(END_CATCH_UP_S, scrape_timeout=END_SCRAPE_TIMEOUT_S)
                 behind = {}
             except TimeoutError as e:
                 behind = {"why": str(e)}
             report["all_caught_up_at_end"] = not behind
             report["behind_at_end"] = behind
+            report["slowest_scrape_at_end_s"] = {f"b{b}": round(t, 2) for b, t in bench.slowest_scrape_s.items()}
             if behind:
                 print(f"    NOT all caught up with offset {hw} within {END_CATCH_UP_S:.0f} s of the end: {behind}")
+            if bench.slowest_scrape_s:
+                scrapes = ", ".join(f"b{b} {t:.1f}" for b, t in sorted(bench.slowest_scrape_s.items()))
+                print(f"    brokers' slowest /metrics answer, s (at most {END_SCRAPE_TIMEOUT_S:.0f}): {scrapes}")
             rb = report.get("restart_broker")
             if rb:
                 b = bench.brokers[rb["broker"]]
