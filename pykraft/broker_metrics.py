@@ -101,11 +101,12 @@ class BrokerCollector(Collector):
         held = len(m.partitions)
         omitted = held if held > self.replica_series_max else 0
         t = m.throttles
-        # The replicas this scrape walks: those led here (a third of those held at RF 3), and every one only when
-        # it needs them all (each replica's series, or a follower quota to check). The throttle checks are skipped
-        # outright while a side is unthrottled: each would answer False, a method call per replica for nothing.
+        # The replicas this scrape walks: none for the led counts (the manager keeps them as replicas change), those
+        # led here while a leader quota is in force, and every one only when it needs them all (each replica's
+        # series, or a follower quota to check). The throttle checks are skipped outright while a side is
+        # unthrottled: each would answer False, a method call per replica for nothing.
         follower_limited = not t.follower.unlimited
-        led, under, reassigning, _, leader_throttled = m.led_counts()
+        led, under, reassigning, _, leader_throttled = m.led_counts(walk=False)
         partitions = list(m.partitions.values()) if follower_limited or not omitted else []  # a copy, as above
         follower_throttled = (
             sum(1 for p in partitions if not p.is_leader and m.follower_throttled(p)) if follower_limited else 0

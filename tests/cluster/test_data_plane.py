@@ -25,7 +25,7 @@ from pykraft.client import AdminError, BrokerInfo, ClusterDescription, Partition
 from pykraft.replica import data_plane, session_fetching
 from pykraft.replica.alter_partition import AlterPartitionSender
 from pykraft.replica.data_plane import DataPlane
-from pykraft.replica.manager import ReplicaManager
+from pykraft.replica.manager import ReplicaManager, under_replicated
 from pykraft.replica.partition import (
     MESSAGE_BYTES,
     BrokerState,
@@ -463,6 +463,14 @@ class FakeController:
                     s["le"] += 1
 
 
+def assert_led_counts(m: ReplicaManager) -> None:
+    """The counts the metrics thread reads from the manager's indexes are what a walk of the replicas gives."""
+    led = [p for p in m.partitions.values() if p.is_leader]
+    counts = m.led_counts(walk=False)
+    walked = (len(led), sum(map(under_replicated, led)), sum(bool(p.adding) for p in led))
+    assert (counts.leaders, counts.under_replicated, counts.reassigning) == walked, m.broker_id
+
+
 class Sim:
     """Three brokers' ReplicaManagers on one virtual clock: fetches every replica.fetch.wait.max.ms (at once while
     behind), ISR expiration every lag/2, metadata every 2 s, AlterPartition answered at the next 100 ms step."""
@@ -499,6 +507,7 @@ class Sim:
                 m.apply_metadata(self.ctrl.metadata(), self.ctrl.brokers)
                 # The index the ISR expiration and the status walk: exactly the replicas led here.
                 assert {p.key for p in m.led_replicas()} == {k for k, p in m.partitions.items() if p.is_leader}
+                assert_led_counts(m)
 
     def step(self) -> None:
         self.now += self.STEP
@@ -530,6 +539,9 @@ class Sim:
                     m.maybe_shrink_isr()
         if self.now % 2000 == 0:
             self.poll()
+        for b, m in self.managers.items():
+            if b not in self.dead:
+                assert_led_counts(m)
 
     def answer_alters(self) -> None:
         """The AlterPartition changes queued, answered by the controller (those to send again: queued again)."""
