@@ -27,7 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale import Bench, PhaseCpu, Settings, appender, window_tally
+from _scale_cluster import Bench, Settings
+from _scale_measure import PhaseCpu
+from _scale_phases import appender, window_tally
 
 LINGER = "pykraft.quorum.observer.linger.ms"
 
