@@ -17,7 +17,7 @@ answer with no records (no error) when it is spent. Partitions that are not thro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -41,7 +41,7 @@ from pykraft.replica.partition import (
     PendingChange,
     ReplicaConfig,
 )
-from pykraft.replica.session_fetching import SessionFetching
+from pykraft.replica.session_fetching import SessionFetching, drain
 from pykraft.replica.throttle import UNLIMITED, ReplicationThrottles
 from quorum.errors import Errors
 from quorum.log.message import Uuid
@@ -583,10 +583,21 @@ class ReplicaManager(SessionFetching):
     def on_fetch_answers(self, sent: list[FetchItem], answers: dict[tuple[bytes, int], FetchAnswer]) -> bool:
         """Apply a leader's answers to what was sent. Returns True if some partition is still behind (the
         leader had more than it carried): fetch again at once."""
+        return drain(self.fetch_answer_steps(sent, answers))
+
+    def fetch_answer_steps(
+        self, sent: list[FetchItem], answers: dict[tuple[bytes, int], FetchAnswer], pause_every: int = 0
+    ) -> Generator[None, None, bool]:
+        """:meth:`on_fetch_answers` in steps: a pause after every ``pause_every`` items (0: none). What changes
+        while paused is what may change while a fetch is in flight: each answer is checked against its replica's
+        state when it is applied."""
         now = self.clock()
         behind = refresh = False
         t = self.throttles
-        for item in sent:
+        for i, item in enumerate(sent, 1):
+            if pause_every and i % pause_every == 0:
+                yield
+                now = self.clock()
             p = item.partition
             answer = answers.get((p.topic_id, p.index))
             outcome = p.on_fetch_answer(item.leader_epoch, answer, now) if answer is not None else None

@@ -566,6 +566,14 @@ class Sim:
     def deliver(self, b: int, leader: int, fetch: SessionFetch) -> tuple[bool, list[tuple[bytes, int, FetchAnswer]]]:
         """``fetch`` from broker ``b`` answered by ``leader`` and the answer applied: (fetch again at once, the
         answers)."""
+        error, session_id, answers = self.answer(b, leader, fetch)
+        m = self.managers[b]
+        return m.on_session_response(leader, fetch, error, session_id, {(t, i): a for t, i, a in answers}), answers
+
+    def answer(
+        self, b: int, leader: int, fetch: SessionFetch
+    ) -> tuple[Errors, int, list[tuple[bytes, int, FetchAnswer]]]:
+        """``leader``'s answer to ``fetch`` from broker ``b``: (error, session id, answers)."""
         items = [
             (bytes(i.partition.topic_id), i.partition.index, i.fetch_offset, i.leader_epoch, i.max_bytes)
             for i in fetch.items
@@ -578,8 +586,7 @@ class Sim:
         )
         self.entries_sent += len(items)
         self.entries_answered += len(answers)
-        m = self.managers[b]
-        return m.on_session_response(leader, fetch, error, session_id, {(t, i): a for t, i, a in answers}), answers
+        return error, session_id, answers
 
     def run_until(self, condition, limit_ms: int) -> int:  # type: ignore[no-untyped-def]
         start = self.now

@@ -315,6 +315,70 @@ async def test_a_leader_answers_a_large_full_fetch_a_slice_at_a_time_and_the_loo
     assert ticks == 0
 
 
+async def test_a_follower_applies_a_large_full_answer_a_slice_at_a_time_and_the_loop_runs_between(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A broker restarted at 2M partitions opens a session with each leader for ~170k partitions: applying one
+    answer at once held its loop for ~1 s of CPU, and once for 11 s with the CPU shared, while its metadata fetch
+    went unanswered. The answer to a full fetch is applied a slice at a time; what the loop does meanwhile (here:
+    the partition last in the answer moves its leadership to this follower) is seen by the slices after it, and the
+    outcome is otherwise the one applied at once. An incremental answer is applied in one go."""
+    monkeypatch.setattr(session_fetching, "FETCH_SLICE", 5)
+    paused, at_once = (Sim(partitions=90, sessions=True) for _ in range(2))
+    for sim in (paused, at_once):
+        sim.now += 5000  # the leaders produced meanwhile: the answers carry records
+    fetches = [sim.managers[2].session_fetch(1) for sim in (paused, at_once)]
+    assert fetches[0] is not None and fetches[1] is not None and fetches[0].session_id == NO_SESSION
+    answered = [_answer(sim, 1, 2, fetch) for sim, fetch in zip((paused, at_once), fetches, strict=True)]
+    assert len(answered[0][2]) == 30 and any(a.log_end_offset > 0 for a in answered[0][2].values())
+    moved = list(answered[0][2])[-1][1]
+    ticks = 0
+
+    def move(sim: Sim) -> None:  # the controller makes the follower this partition's leader
+        s = sim.ctrl.partitions[moved]
+        s.update(leader=2, le=s["le"] + 1, pe=s["pe"] + 1)
+        sim.poll()
+
+    async def meanwhile() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0)
+            ticks += 1
+            if ticks == 1:
+                move(paused)
+
+    ticker = asyncio.create_task(meanwhile())
+    behind = await session_fetching.drain_pausing(
+        paused.managers[2].session_response_steps(1, fetches[0], *answered[0])
+    )
+    ticker.cancel()
+    assert ticks == 6 + 5 - 1  # slices: 30 answers read, 29 applied (one is led here now); its first run ticks 0
+    move(at_once)
+    assert at_once.managers[2].on_session_response(1, fetches[1], *answered[1]) == behind
+
+    def state(sim: Sim) -> list[tuple[int, bool, int, int]]:
+        m = sim.managers[2]
+        return sorted((k[1], p.is_leader, p.log_end_offset, p.high_watermark) for k, p in m.partitions.items())
+
+    assert state(paused) == state(at_once)
+    assert paused.managers[2].partitions[(TOPIC, moved)].is_leader
+    assert paused.managers[2].counters.fetches_sent == at_once.managers[2].counters.fetches_sent == 1
+
+    incremental = paused.managers[2].session_fetch(1)  # in the session now: applied in one go
+    assert incremental is not None and incremental.session_id != NO_SESSION and incremental.items
+    ticks = 0
+    ticker = asyncio.create_task(meanwhile())
+    await session_fetching.drain_pausing(
+        paused.managers[2].session_response_steps(1, incremental, *_answer(paused, 1, 2, incremental))
+    )
+    ticker.cancel()
+    assert ticks == 0
+
+
+def _answer(sim: Sim, leader_id: int, follower_id: int, fetch: SessionFetch) -> tuple[Errors, int, dict]:  # type: ignore[type-arg]
+    """The leader's answer to ``fetch``, as the follower's data plane hands it on: (error, session id, answers)."""
+    error, session_id, answers = sim.answer(follower_id, leader_id, fetch)
+    return error, session_id, {(t, i): a for t, i, a in answers}
+
+
 def test_a_partition_that_comes_while_the_full_fetch_is_in_flight_is_fetched_next() -> None:
     """The full fetch that opens a session was built before the partition came: the next fetch must carry it (a
     follower that left it out was shrunk from its ISR after replica.lag.time.max.ms, seen in the scale run)."""
