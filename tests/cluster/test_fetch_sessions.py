@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import pytest
 from test_data_plane import EPOCHS, LAG_MS, TOPIC, Sim
@@ -22,6 +24,7 @@ from pykraft.replica.partition import MESSAGE_BYTES, BrokerState, Partition, Rep
 from pykraft.replica.session_fetching import SessionFetch, drain
 from quorum.errors import Errors
 
+T = TypeVar("T")
 IDLE = ReplicaConfig(produce_rate=0.0, replica_lag_time_max_ms=LAG_MS, initial_partition_bytes=10 * MESSAGE_BYTES)
 
 
@@ -280,20 +283,13 @@ async def test_a_leader_answers_a_large_full_fetch_a_slice_at_a_time_and_the_loo
     requested = [i.partition.index for i in fetches[0].items]
     assert len(requested) == 30
     deleted = requested[-1]
-    ticks = 0
 
-    async def meanwhile() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0)
-            ticks += 1
-            if ticks == 1:
-                del paused.ctrl.partitions[deleted]
-                paused.poll()
+    def delete() -> None:
+        del paused.ctrl.partitions[deleted]
+        paused.poll()
 
-    ticker = asyncio.create_task(meanwhile())
-    response = await data_plane.FetchService(paused.managers[1]).Fetch(_request(paused, 2, fetches[0]), None)
-    ticker.cancel()
+    service = data_plane.FetchService(paused.managers[1])
+    response, ticks = await turns_while(service.Fetch(_request(paused, 2, fetches[0]), None), delete)
     assert ticks == 6 + 5 + 6 - 1  # slices: 30 partitions registered, 29 answered, 30 encoded; its first run ticks 0
     del at_once.ctrl.partitions[deleted]
     at_once.poll()
@@ -307,18 +303,15 @@ async def test_a_leader_answers_a_large_full_fetch_a_slice_at_a_time_and_the_loo
     incremental = _request(paused, 2, fetches[0])  # the same partitions asked again, in the session
     incremental.session_id, incremental.session_epoch = response.session_id, 1
     monkeypatch.setattr(data_plane, "ENCODE_SLICE", 1000)
-    ticks = 0
-    ticker = asyncio.create_task(meanwhile())
-    response = await data_plane.FetchService(paused.managers[1]).Fetch(incremental, None)
-    ticker.cancel()
+    response, ticks = await turns_while(service.Fetch(incremental, None))
     assert len(response.partitions) == 30 and response.session_id == session.session_id
     assert ticks == 0
 
 
 async def test_a_follower_applies_a_large_full_answer_a_slice_at_a_time_and_the_loop_runs_between(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A broker restarted at 2M partitions opens a session with each leader for ~170k partitions: applying one
-    answer at once held its loop for ~1 s of CPU, and once for 11 s with the CPU shared, while its metadata fetch
-    went unanswered. The answer to a full fetch is applied a slice at a time; what the loop does meanwhile (here:
+    answer at once holds its loop for ~1 s of CPU (6 us a partition), while its metadata fetch must go on. The
+    answer to a full fetch is applied a slice at a time; what the loop does meanwhile (here:
     the partition last in the answer moves its leadership to this follower) is seen by the slices after it, and the
     outcome is otherwise the one applied at once. An incremental answer is applied in one go."""
     monkeypatch.setattr(session_fetching, "FETCH_SLICE", 5)
@@ -330,26 +323,14 @@ async def test_a_follower_applies_a_large_full_answer_a_slice_at_a_time_and_the_
     answered = [_answer(sim, 1, 2, fetch) for sim, fetch in zip((paused, at_once), fetches, strict=True)]
     assert len(answered[0][2]) == 30 and any(a.log_end_offset > 0 for a in answered[0][2].values())
     moved = list(answered[0][2])[-1][1]
-    ticks = 0
 
     def move(sim: Sim) -> None:  # the controller makes the follower this partition's leader
         s = sim.ctrl.partitions[moved]
         s.update(leader=2, le=s["le"] + 1, pe=s["pe"] + 1)
         sim.poll()
 
-    async def meanwhile() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0)
-            ticks += 1
-            if ticks == 1:
-                move(paused)
-
-    ticker = asyncio.create_task(meanwhile())
-    behind = await session_fetching.drain_pausing(
-        paused.managers[2].session_response_steps(1, fetches[0], *answered[0])
-    )
-    ticker.cancel()
+    steps = paused.managers[2].session_response_steps(1, fetches[0], *answered[0])
+    behind, ticks = await turns_while(session_fetching.drain_pausing(steps), lambda: move(paused))
     assert ticks == 6 + 5 - 1  # slices: 30 answers read, 29 applied (one is led here now); its first run ticks 0
     move(at_once)
     assert at_once.managers[2].on_session_response(1, fetches[1], *answered[1]) == behind
@@ -364,13 +345,30 @@ async def test_a_follower_applies_a_large_full_answer_a_slice_at_a_time_and_the_
 
     incremental = paused.managers[2].session_fetch(1)  # in the session now: applied in one go
     assert incremental is not None and incremental.session_id != NO_SESSION and incremental.items
-    ticks = 0
-    ticker = asyncio.create_task(meanwhile())
-    await session_fetching.drain_pausing(
-        paused.managers[2].session_response_steps(1, incremental, *_answer(paused, 1, 2, incremental))
-    )
-    ticker.cancel()
+    steps = paused.managers[2].session_response_steps(1, incremental, *_answer(paused, 1, 2, incremental))
+    _, ticks = await turns_while(session_fetching.drain_pausing(steps))
     assert ticks == 0
+
+
+async def turns_while(work: Awaitable[T], first: Callable[[], None] = lambda: None) -> tuple[T, int]:
+    """``work``'s result and the turns the loop took while it ran (its first turn, which starts the counter, counts
+    none); ``first`` runs at the first turn counted."""
+    ticks = 0
+
+    async def meanwhile() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0)
+            ticks += 1
+            if ticks == 1:
+                first()
+
+    ticker = asyncio.create_task(meanwhile())
+    try:
+        result = await work
+    finally:
+        ticker.cancel()
+    return result, ticks
 
 
 def _answer(sim: Sim, leader_id: int, follower_id: int, fetch: SessionFetch) -> tuple[Errors, int, dict]:  # type: ignore[type-arg]
