@@ -585,7 +585,7 @@ class DataPlane:
                         _error(a.error_code), a.high_watermark, a.log_end_offset, a.records_end_offset
                     )
                 error = _error(response.error_code)
-                steps = self.manager.session_response_steps(leader_id, fetch, error, response.session_id, answers)
+                steps = self.manager.on_session_response(leader_id, fetch, error, response.session_id, answers)
                 if not await drain_pausing(steps):  # a full fetch's answer, a slice at a time
                     await asyncio.sleep(self.manager.fetch_delay_ms(leader_id) / 1000)
         finally:

@@ -287,24 +287,13 @@ class SessionFetching:
         error: Errors,
         session_id: int,
         answers: dict[tuple[bytes, int], FetchAnswer],
-    ) -> bool:
-        """Apply a leader's answer to :meth:`session_fetch`'s request. Returns True if some partition is still
-        behind: fetch again at once (also after a session error: start over with a full fetch)."""
-        return drain(self.session_response_steps(leader_id, fetch, error, session_id, answers))
-
-    def session_response_steps(
-        self,
-        leader_id: int,
-        fetch: SessionFetch,
-        error: Errors,
-        session_id: int,
-        answers: dict[tuple[bytes, int], FetchAnswer],
     ) -> Generator[None, None, bool]:
-        """:meth:`on_session_response` in steps: the answer to a full fetch pauses every :data:`FETCH_SLICE`
-        partitions. A broker restarted at 2M partitions opens a session with each leader for ~170k of them: applied
-        at once, each answer held its loop for ~1 s of CPU (6 us a partition), and with the CPU shared, once for
-        11 s, while its metadata fetch went unanswered. An incremental answer is applied at once, as the leader
-        answers it (see :data:`FETCH_SLICE`)."""
+        """Apply a leader's answer to :meth:`session_fetch`'s request, in steps (:func:`drain` applies it at once):
+        the answer to a full fetch pauses every :data:`FETCH_SLICE` partitions. Returns True if some partition is
+        still behind: fetch again at once (also after a session error: start over with a full fetch). A broker
+        restarted at 2M partitions opens a session with each leader for ~170k partitions: applied at once, each
+        answer is ~1 s of CPU (6 us a partition) on a loop that must keep its metadata fetch going. An incremental
+        answer is applied at once, as the leader answers it (see :data:`FETCH_SLICE`)."""
         s = self.sessions.get(leader_id)
         if fetch.session_epoch == FINAL_EPOCH:
             return self.on_fetch_answers(fetch.items, answers)

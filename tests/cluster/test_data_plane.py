@@ -568,7 +568,8 @@ class Sim:
         answers)."""
         error, session_id, answers = self.answer(b, leader, fetch)
         m = self.managers[b]
-        return m.on_session_response(leader, fetch, error, session_id, {(t, i): a for t, i, a in answers}), answers
+        behind = drain(m.on_session_response(leader, fetch, error, session_id, {(t, i): a for t, i, a in answers}))
+        return behind, answers
 
     def answer(
         self, b: int, leader: int, fetch: SessionFetch

@@ -166,7 +166,7 @@ def test_session_errors_start_the_session_over() -> None:
         sim.managers[1].answer_session_fetch(2, epoch, 1 << 20, fetch.session_id, fetch.session_epoch, [])
     )
     assert error == Errors.FETCH_SESSION_ID_NOT_FOUND
-    assert follower.on_session_response(1, fetch, error, NO_SESSION, {})  # fetch again at once
+    assert drain(follower.on_session_response(1, fetch, error, NO_SESSION, {}))  # fetch again at once
     full = follower.session_fetch(1)
     assert full is not None and (full.session_id, full.session_epoch) == (NO_SESSION, INITIAL_EPOCH)
     assert len(full.items) == len(follower._by_leader[1])
@@ -329,11 +329,11 @@ async def test_a_follower_applies_a_large_full_answer_a_slice_at_a_time_and_the_
         s.update(leader=2, le=s["le"] + 1, pe=s["pe"] + 1)
         sim.poll()
 
-    steps = paused.managers[2].session_response_steps(1, fetches[0], *answered[0])
+    steps = paused.managers[2].on_session_response(1, fetches[0], *answered[0])
     behind, ticks = await turns_while(session_fetching.drain_pausing(steps), lambda: move(paused))
     assert ticks == 6 + 5 - 1  # slices: 30 answers read, 29 applied (one is led here now); its first run ticks 0
     move(at_once)
-    assert at_once.managers[2].on_session_response(1, fetches[1], *answered[1]) == behind
+    assert drain(at_once.managers[2].on_session_response(1, fetches[1], *answered[1])) == behind
 
     def state(sim: Sim) -> list[tuple[int, bool, int, int]]:
         m = sim.managers[2]
@@ -345,7 +345,7 @@ async def test_a_follower_applies_a_large_full_answer_a_slice_at_a_time_and_the_
 
     incremental = paused.managers[2].session_fetch(1)  # in the session now: applied in one go
     assert incremental is not None and incremental.session_id != NO_SESSION and incremental.items
-    steps = paused.managers[2].session_response_steps(1, incremental, *_answer(paused, 1, 2, incremental))
+    steps = paused.managers[2].on_session_response(1, incremental, *_answer(paused, 1, 2, incremental))
     _, ticks = await turns_while(session_fetching.drain_pausing(steps))
     assert ticks == 0
 
