@@ -95,6 +95,7 @@ from _scale_restarts import (  # noqa: E402
     chunk_server_main,
     digest_when_active,
     failover,
+    kill_text,
     leader_digest,
     restart_broker,
     restart_controller,
@@ -198,6 +199,7 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
         r = await failover(bench, settings.trials, "empty-probe")
         report["failover_empty"] = r
         print(f"    unavailable: median {r['median_s']:.2f} s (min {r['min_s']:.2f}, max {r['max_s']:.2f})")
+        print(f"    {kill_text(r)}")
         print(f"    {cpu_text(r)}")
 
         await asyncio.sleep(2.0)
@@ -377,6 +379,7 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
                 f"    unavailable: median {r['median_s']:.2f} s (min {r['min_s']:.2f}, max {r['max_s']:.2f}) vs "
                 f"{base:.2f} s empty: {factor:.2f}x  {verdict} (<= {FAILOVER_RATIO_TARGET}x)"
             )
+            print(f"    {kill_text(r)}")
             print(
                 "    killed node back and caught up after: "
                 + ", ".join(f"{t['killed_node_ready_after_restart_s']:.1f} s" for t in r["trials"])

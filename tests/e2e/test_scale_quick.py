@@ -68,6 +68,10 @@ def test_failover_accepts_create_topics_again(report: dict[str, Any]) -> None:
         (trial,) = report[phase]["trials"]
         assert trial["new_leader"] != trial["killed"], trial
         assert trial["new_epoch"] > trial["epoch"], trial
+        # A survivor logged the leader's loss after the kill and before a write was accepted again; the bare
+        # process of the killed node's size closed its socket too.
+        assert 0 <= trial["leader_loss_seen_s"] <= trial["unavailable_s"], trial
+        assert trial["killed_rss_bytes"] > 0 and 0 < trial["bare_process_close_s"] < 5, trial
 
 
 def test_wiped_follower_installs_a_snapshot_and_converges(report: dict[str, Any]) -> None:
