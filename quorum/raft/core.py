@@ -432,6 +432,8 @@ class RaftCore(SilentLeader, SnapshotFetching):
         self._vote_sent = {}
         if isinstance(old, Follower) and old.snapshot is not None:
             self._leave_snapshot_fetch(old, role)
+        if isinstance(role, Leader):
+            self._drop_paused_snapshot()  # a leader fetches nothing
         if isinstance(old, Leader):
             self._fail_parked_fetches(old)  # answered as the new role: the fetchers learn the change at once
         if old.leader_id != role.leader_id or old.epoch != role.epoch:

@@ -18,7 +18,7 @@ from quorum.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from quorum.raft.roles import Follower, Leader, Unattached
+from quorum.raft.roles import Candidate, Follower, Leader, Unattached
 from quorum.sim.harness import CLUSTER_ID, SIM_CONFIG
 from quorum.sim.storage import SimLog, SimStore
 
@@ -310,20 +310,25 @@ def test_a_fetch_from_a_node_claiming_another_id_is_refused() -> None:
     assert [r.message.error for r in replies] == [Errors.INCONSISTENT_VOTER_SET]  # type: ignore[union-attr]
 
 
-class SnapshotChunksCut:
-    """A new observer fetching the leader's snapshot of 200 records, whose FetchSnapshot answers stop reaching it
-    after ``delivered`` chunks (it is too busy to read them in time) until :meth:`restore`."""
+def pre_vote_from(node: int, e: Envelope) -> bool:
+    return e.source == node and isinstance(e.message, VoteRequest) and e.message.pre_vote
 
-    def __init__(self, net: Net, delivered: int) -> None:
+
+class SnapshotChunksCut:
+    """A new observer (or a wiped voter: ``node``) fetching the leader's snapshot of 200 records, whose
+    FetchSnapshot answers stop reaching it after ``delivered`` chunks (it, or the leader, is too busy to pass them
+    on in time) until :meth:`restore`."""
+
+    def __init__(self, net: Net, delivered: int, node: int = BROKER) -> None:
         self.end = net.append(200)
         leader = net.leader()
-        assert leader is not None
+        assert leader is not None and leader.id != node
         self.leader = leader
         self.sid = leader.log.take_snapshot(self.end)  # type: ignore[attr-defined]
         leader.log.clean()  # type: ignore[attr-defined]
         assert len(leader.log.snapshots[self.sid]) > 3 * CFG.fetch_max_bytes  # type: ignore[attr-defined]
-        net.logs[BROKER], net.stores[BROKER] = SimLog(), SimStore()
-        self.observer = net.cores[BROKER] = net._make(BROKER)
+        net.logs[node], net.stores[node] = SimLog(), SimStore()
+        self.observer = net.cores[node] = net._make(node)
         self.handle = self.observer.handle
         self.chunks: list[int] = []  # the positions of the answers that came, delivered or not
 
@@ -359,6 +364,50 @@ def test_an_observer_that_loses_its_leader_mid_snapshot_resumes_the_fetch_where_
     assert positions and positions[0] == got  # resumed, not from 0
     assert observer.metrics.snapshots_installed == 1 and observer.log.latest_snapshot() == cut.sid
     assert observer.log.start_offset == cut.end and observer._paused_snapshot is None
+
+
+def test_a_voter_that_suspects_its_leader_mid_snapshot_resumes_the_fetch_where_it_stopped() -> None:
+    """A wiped voter whose FetchSnapshot chunks stop coming suspects the leader (its silence rule) and asks for a
+    pre-vote; the voters still hearing the leader refuse it, and it follows the same leader again. It goes on
+    from the chunks it has: started over each time, a voter fetching a 2M-partition snapshot from a restarted,
+    busy leader began it 72 times in 108 s."""
+    net = Net(observers=())
+    voter_id = next(v for v in VOTERS if v != net.elect().id)
+    cut = SnapshotChunksCut(net, delivered=2, node=voter_id)
+    voter, leader, epoch = cut.observer, cut.leader, cut.leader.epoch
+    install = voter.role.snapshot  # type: ignore[union-attr]
+    net.sent.clear()
+    net.run_until(lambda: any(pre_vote_from(voter_id, e) for e in net.sent))
+    # Within that step: suspected, refused, following the same leader again, which names the same snapshot.
+    f = voter.role
+    assert isinstance(f, Follower) and f.leader_id == leader.id and leader.is_leader and leader.epoch == epoch
+    got = 2 * CFG.fetch_max_bytes
+    assert f.snapshot is install and install.size == got  # type: ignore[union-attr]
+    cut.restore()
+    net.sent.clear()
+    net.run_until(lambda: net.caught_up(voter_id))
+    positions = [e.message.position for e in net.sent if isinstance(e.message, FetchSnapshotRequest)]
+    assert positions and positions[0] == got  # resumed, not from 0
+    assert voter.metrics.snapshots_installed == 1 and voter.log.latest_snapshot() == cut.sid
+    assert voter.log.start_offset == cut.end and voter._paused_snapshot is None
+
+
+def test_a_node_that_becomes_leader_drops_the_snapshot_fetch_it_kept() -> None:
+    """A kept snapshot fetch holds a ``.part`` file: a node that leads fetches nothing, so it lets it go."""
+    net = Net(observers=())
+    voter_id = next(v for v in VOTERS if v != net.elect().id)
+    cut = SnapshotChunksCut(net, delivered=1, node=voter_id)
+    voter = cut.observer
+    install = voter.role.snapshot  # type: ignore[union-attr]
+    assert install is not None
+    voter._to_candidate(net.now, "test: the others' votes come at once")
+    paused = voter._paused_snapshot
+    assert paused is not None and paused[2] is install  # a candidate may still follow that leader again
+    candidate = voter.role
+    assert isinstance(candidate, Candidate)
+    candidate.granted.update(VOTERS)
+    voter._to_leader(candidate, net.now)
+    assert voter.is_leader and voter._paused_snapshot is None and paused[2].closed  # type: ignore[attr-defined]
 
 
 def test_a_paused_snapshot_fetch_is_dropped_when_the_next_leader_sends_the_log() -> None:
