@@ -22,12 +22,16 @@ import socket
 import ssl
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 import structlog
 from google.protobuf.message import DecodeError
 
 from quorum.fault import spawn
+from quorum.log.varint import uvarint
+from quorum.raft import messages as m
+from quorum.transport.convert import to_proto
 from quorum.transport.pb import quorum_pb2 as pb
 from quorum.transport.sockets import accept_forever, accepted_streams, listening_socket, stop_listening
 
@@ -59,6 +63,44 @@ AuthenticateCertificate = Callable[[bytes | None], int]
 def encode(message: pb.PeerMessage) -> list[bytes]:
     body = message.SerializeToString()
     return [FRAME.pack(len(body)), body]
+
+
+class _Bulk(NamedTuple):
+    name: str  # the message's bytes field
+    body_tag: bytes  # the PeerMessage oneof field's key (length-delimited)
+    tag: bytes  # the bytes field's key within it
+
+
+def _key(field: Any) -> bytes:
+    return uvarint(field.number << 3 | 2)  # wire type 2: length-delimited
+
+
+def _bulk(cls: type, body: str, name: str) -> _Bulk:
+    outer = pb.PeerMessage.DESCRIPTOR.fields_by_name[body]
+    return _Bulk(name, _key(outer), _key(outer.message_type.fields_by_name[name]))
+
+
+_BULK = {
+    m.FetchResponse: _bulk(m.FetchResponse, "fetch_response", "records"),
+    m.FetchSnapshotResponse: _bulk(m.FetchSnapshotResponse, "fetch_snapshot_response", "data"),
+}
+BULK_MIN = 64 * 1024  # smaller payloads take the plain path: the copies cost less than the extra parts
+
+
+def encode_message(source: int, message: m.Message) -> list[bytes]:
+    """``message``'s frame, as :func:`encode` of its protobuf; but a fetch answer's records or a snapshot chunk's
+    bytes (up to 8 MiB) are not copied into a protobuf and out again. The frame holds the message without them,
+    then a second serialized PeerMessage holding only them: protobuf's parser merges the two (a message field
+    seen twice is merged), so a reader decodes the frame as before. Those copies were ~12 ms of a leader's CPU per
+    8 MiB snapshot chunk, a third of its work per chunk."""
+    bulk = _BULK.get(type(message))
+    payload: bytes = getattr(message, bulk.name) if bulk is not None else b""
+    if bulk is None or len(payload) < BULK_MIN:
+        return encode(to_proto(source, message))
+    head = to_proto(source, replace(message, **{bulk.name: b""})).SerializeToString()  # type: ignore[type-var]
+    inner = bulk.tag + uvarint(len(payload))
+    outer = bulk.body_tag + uvarint(len(inner) + len(payload)) + inner
+    return [FRAME.pack(len(head) + len(outer) + len(payload)), head, outer, payload]
 
 
 async def read_frames(

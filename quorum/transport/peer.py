@@ -56,7 +56,7 @@ from quorum.transport.frames import (
     AuthenticateCertificate,
     FrameListener,
     PeerRefused,
-    encode,
+    encode_message,
     read_frames,
 )
 from quorum.transport.limits import (
@@ -189,34 +189,34 @@ class PeerTransport(pb_grpc.QuorumPeerServicer):
     def send(self, env: Envelope) -> None:
         """Queue ``env`` for its stream's writer; on a frame connection, write it at once (it leaves in this turn of
         the loop, before the fsync that may follow)."""
-        message = to_proto(env.source, env.message)
         try:
             if isinstance(env.message, REQUEST_TYPES):
                 client = self._clients.get(env.destination)
                 if client is None:
                     self.dropped += 1
                 elif client.writer is not None:
-                    self._write_now(client.writer, message)
+                    self._write_now(client.writer, env)
                 else:
-                    client.queue.put_nowait((time.monotonic() + self.request_timeout_s, message))
+                    deadline = time.monotonic() + self.request_timeout_s
+                    client.queue.put_nowait((deadline, to_proto(env.source, env.message)))
             else:
                 stream = self._inbound.get(env.destination)
                 if stream is None:
                     self.dropped += 1
                 elif stream.writer is not None:
-                    self._write_now(stream.writer, message)
+                    self._write_now(stream.writer, env)
                 else:
-                    stream.queue.put_nowait(message)
+                    stream.queue.put_nowait(to_proto(env.source, env.message))
         except asyncio.QueueFull:
             self.dropped += 1
 
-    def _write_now(self, writer: asyncio.StreamWriter, message: pb.PeerMessage) -> None:
+    def _write_now(self, writer: asyncio.StreamWriter, env: Envelope) -> None:
         # A peer that stops reading holds at most WRITE_BUFFER_LIMIT of ours; past it, as past a full queue, messages
         # are dropped (the core retries on its timeouts).
         if writer.is_closing() or writer.transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
             self.dropped += 1
         else:
-            writer.writelines(encode(message))
+            writer.writelines(encode_message(env.source, env.message))
 
     # The inbound side: a peer's requests in, our responses out.
     async def Exchange(

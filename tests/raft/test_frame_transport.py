@@ -17,7 +17,16 @@ import structlog
 from pykraft.testing import free_ports
 from quorum.errors import Errors
 from quorum.raft.config import VoterAddress
-from quorum.raft.messages import BeginQuorumEpochRequest, BeginQuorumEpochResponse, Envelope
+from quorum.raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    Envelope,
+    FetchResponse,
+    FetchSnapshotResponse,
+)
+from quorum.transport.convert import from_proto, to_proto
+from quorum.transport.frames import BULK_MIN, FRAME, encode_message
+from quorum.transport.pb.quorum_pb2 import PeerMessage
 from quorum.transport.peer import PeerTransport
 
 pytestmark = pytest.mark.asyncio
@@ -151,3 +160,40 @@ async def test_a_frame_port_that_cannot_be_used_falls_back_to_the_grpc_stream() 
         assert [e["fallback"] for e in logs if e["event"] == "peer_frames_unusable"] == ["grpc"]
         two.transport.send(answer(1))
         await one.wait_for(1)
+
+
+def bulk_answers(size: int) -> list[Envelope]:
+    payload = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    return [
+        Envelope(2, 1, FetchResponse(Errors.NONE, 3, 2, 41, payload, correlation_id=7)),
+        Envelope(2, 1, FetchSnapshotResponse(Errors.NONE, 3, 2, 900, 2, 9 << 20, 1 << 20, payload, 8)),
+    ]
+
+
+@pytest.mark.parametrize("size", [0, BULK_MIN - 1, BULK_MIN, 3 << 20])
+def test_a_fetch_answer_frame_decodes_as_its_protobuf_and_holds_its_bytes_uncopied(size: int) -> None:
+    for env in bulk_answers(size):
+        parts = encode_message(env.source, env.message)
+        frame = b"".join(parts)
+        assert FRAME.unpack_from(frame)[0] == len(frame) - FRAME.size
+        decoded = PeerMessage()
+        decoded.ParseFromString(frame[FRAME.size :])
+        assert decoded == to_proto(env.source, env.message)  # the two serialized messages merge into the one
+        assert from_proto(decoded, 1) == env
+        m = env.message
+        payload = m.data if isinstance(m, FetchSnapshotResponse) else m.records  # type: ignore[union-attr]
+        assert (parts[-1] is payload) == (size >= BULK_MIN)
+
+
+async def test_fetch_answers_of_megabytes_go_over_frames_whole() -> None:
+    voters = voters_on(free_ports(2))
+    one, two = Peer(1, voters), Peer(2, voters)
+    async with running(one, two):
+        one.transport.send(begin(1))
+        await two.wait_for(1)
+        answers = bulk_answers(8 << 20)
+        for env in answers:
+            two.transport.send(env)
+        received = await one.wait_for(2)
+        assert received == answers and one.transport.wire(2) == "frames"
+        assert one.transport.dropped == two.transport.dropped == 0
