@@ -21,12 +21,21 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import grpc  # noqa: E402
-from _scale_cluster import BIG_MESSAGES, Bench, NotLeader, log_size, metadata_files, wall_time  # noqa: E402
+from _scale_cluster import (  # noqa: E402
+    BIG_MESSAGES,
+    Bench,
+    BrokerProcess,
+    NotLeader,
+    log_size,
+    metadata_files,
+    wall_time,
+)
 from _scale_measure import PhaseCpu  # noqa: E402
 from _stats import error_name, log_events, median, rss_bytes  # noqa: E402
 from create_topics import cpu_seconds, failed_codes, topic_request  # noqa: E402
 
 from pykraft.api import controller_pb2_grpc as pb_grpc  # noqa: E402
+from pykraft.testing import free_ports  # noqa: E402
 from quorum.log.log import METADATA_PARTITION_DIR  # noqa: E402
 
 CHUNK_BYTES = 8 * 1024 * 1024  # Raft's fetch_max_bytes: a FetchSnapshot answer's size
@@ -391,6 +400,75 @@ async def wiped_follower(bench: Bench, chunk_port: int | None) -> dict[str, Any]
                 out["raw_grpc_mib_per_s"] = await raw_grpc_rate(chunk_port, source.stat().st_size) / 2**20
     out["files"] = metadata_files(node.data_dir)
     return out
+
+
+async def new_broker(bench: Bench, timeout: float = 600) -> dict[str, Any]:
+    """A broker that never ran joins (the next id, an empty metadata directory): its observer fetches the leader's
+    snapshot over its gRPC stream. Exec to snapshot installed per second; then to caught up and unfenced. It
+    stays in the cluster (and in the end-of-run checks)."""
+    template = bench.brokers[max(bench.brokers)]
+    broker_id = max(bench.brokers) + 1
+    listener_port, metrics_port = free_ports(2)
+    data_dir = bench.root / f"broker{broker_id}"
+    args = list(template.args)  # the same command line, but for what must be its own
+    for flag, value in (
+        ("--broker-id", str(broker_id)),
+        ("--listener", f"127.0.0.1:{listener_port}"),
+        ("--metrics-port", str(metrics_port)),
+        ("--metadata-dir", str(data_dir)),
+    ):
+        args[args.index(flag) + 1] = value
+    b = BrokerProcess(
+        broker_id, template.rack, args, data_dir, bench.root / f"broker{broker_id}.log", listener_port, metrics_port
+    )
+    bench.brokers[broker_id] = b
+    meter = PhaseCpu(bench)
+    started_wall = time.time()
+    b.start()
+    deadline = time.monotonic() + timeout
+    events: dict[str, list[dict[str, Any]]] = {}
+
+    def seen(name: str, **match: Any) -> list[dict[str, Any]]:
+        events[name] = [e for e in log_events(b.log_path, name) if all(e.get(k) == v for k, v in match.items())]
+        return events[name]
+
+    while not (seen("metadata_caught_up") and seen("broker_fencing_changed", fenced=False)):
+        if time.monotonic() > deadline or not b.alive:
+            raise TimeoutError(f"broker {broker_id} was not caught up and unfenced within {timeout:.0f} s")
+        await asyncio.sleep(0.05)
+    out: dict[str, Any] = {"broker": broker_id, **meter.used()}
+    since_exec = {name: wall_time(found[-1]) - started_wall for name, found in events.items()}
+    out["caught_up_s"], out["unfenced_s"] = since_exec["metadata_caught_up"], since_exec["broker_fencing_changed"]
+    installed, fetch_started = seen("snapshot_installed"), seen("snapshot_fetch_started")
+    out["installed"] = bool(installed)
+    if installed:
+        sid = installed[-1]["snapshot"]
+        offset, _, epoch = sid.partition("-")
+        path = data_dir / METADATA_PARTITION_DIR / f"{int(offset):020d}-{int(epoch):010d}.checkpoint"
+        size = path.stat().st_size if path.exists() else None
+        t_installed = wall_time(installed[-1]) - started_wall
+        out.update(snapshot=sid, snapshot_bytes=size, exec_to_installed_s=t_installed, fetches=len(fetch_started))
+        out["mib_per_s"] = size / t_installed / 2**20 if size and t_installed > 0 else None
+        if fetch_started:
+            transfer = wall_time(installed[-1]) - wall_time(fetch_started[-1])
+            out["fetch_started_to_installed_s"] = transfer
+            out["transfer_mib_per_s"] = size / transfer / 2**20 if size and transfer > 0 else None
+    return out
+
+
+def new_broker_text(r: dict[str, Any], target_mib_s: float) -> str:
+    if not r["installed"]:
+        caught_up = f"caught up {r['caught_up_s']:.2f} s after exec"
+        return f"b{r['broker']}: NO snapshot installed  FAIL (it was sent the log); {caught_up}"
+    rate = r["mib_per_s"] or 0
+    verdict = "PASS" if rate >= target_mib_s else "FAIL"
+    return (
+        f"b{r['broker']}: snapshot {r['snapshot']} ({(r['snapshot_bytes'] or 0) / 2**20:,.1f} MiB) installed "
+        f"{r['exec_to_installed_s']:.2f} s after exec: {rate:,.1f} MiB/s  {verdict} (>= {target_mib_s:.0f} MiB/s); "
+        f"fetch_started to installed {r.get('fetch_started_to_installed_s', float('nan')):.2f} s "
+        f"({r.get('transfer_mib_per_s') or 0:,.1f} MiB/s, {r['fetches']} fetch(es) started); caught up "
+        f"{r['caught_up_s']:.2f} s and unfenced {r['unfenced_s']:.2f} s after exec"
+    )
 
 
 # -- the raw gRPC baseline for snapshot transfer: a server answering byte ranges of a file ------------------------

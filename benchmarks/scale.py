@@ -97,6 +97,8 @@ from _scale_restarts import (  # noqa: E402
     failover,
     kill_text,
     leader_digest,
+    new_broker,
+    new_broker_text,
     restart_broker,
     restart_controller,
     same_as_a_broker,
@@ -423,6 +425,14 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
                 )
             print(f"    {cpu_text(r)}")
 
+        if bench.brokers:
+            with phase(report, "new_broker", bench):
+                print("\n[8] a new broker joins: FetchSnapshot as an observer (over its gRPC stream)", flush=True)
+                r = await new_broker(bench)
+                report["new_broker"] = r
+                print(f"    {new_broker_text(r, INSTALL_TARGET_MIB_S)}")
+                print(f"    {cpu_text(r)}")
+
         with phase(report, "files_at_end", bench):
             files = {f"c{i}": metadata_files(nd.data_dir) for i, nd in bench.cluster.nodes.items()}
             files.update({f"b{i}": metadata_files(b.data_dir) for i, b in bench.brokers.items()})
@@ -577,6 +587,16 @@ def checks(report: dict[str, Any]) -> list[tuple[str, bool, dict[str, Any]]]:
         target(
             f"{text} ({f'{rate:,.1f} MiB/s' if rate else 'no snapshot installed'})",
             bool(w["installed"]) and rate is not None and rate >= INSTALL_TARGET_MIB_S,
+        )
+    else:
+        missing(text)
+    nb = report.get("new_broker")
+    text = f"a new broker installs a snapshot at >= {INSTALL_TARGET_MIB_S:.0f} MiB/s"
+    if nb:
+        rate = nb.get("mib_per_s")
+        target(
+            f"{text} ({f'{rate:,.1f} MiB/s' if rate else 'no snapshot installed'})",
+            bool(rate and rate >= INSTALL_TARGET_MIB_S),
         )
     else:
         missing(text)

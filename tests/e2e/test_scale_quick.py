@@ -84,3 +84,10 @@ def test_wiped_follower_installs_a_snapshot_and_converges(report: dict[str, Any]
 
 def test_files_on_disk_bounded(report: dict[str, Any]) -> None:
     assert report["files_bounded"], report["files_at_end"]
+
+
+def test_a_new_broker_joins_through_the_leaders_snapshot(report: dict[str, Any]) -> None:
+    nb = report["new_broker"]
+    assert nb["installed"] and nb["snapshot_bytes"] > 0, nb
+    assert 0 < nb["exec_to_installed_s"] <= nb["caught_up_s"], nb
+    assert nb["unfenced_s"] > 0, nb  # and the controller unfenced it
