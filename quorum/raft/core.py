@@ -923,8 +923,13 @@ class RaftCore(SilentLeader, SnapshotFetching):
     def _send_fetch(self, f: Follower, now: int, *, probe: bool = False) -> None:
         f.fetch_correlation = self._next_correlation()
         f.fetch_sent_ms = now
-        snapshot = f.snapshot is not None and f.snapshot_id is not None  # a FetchSnapshot is answered at once
-        self._arm_overdue(f, now, probe, 0 if probe or snapshot else self.config.fetch_max_wait_ms)
+        if f.snapshot is not None and f.snapshot_id is not None:
+            # A chunk (up to 8 MiB) takes its transfer time: over an observer's gRPC stream, past the silence grace
+            # (a new broker at 2M partitions suspected its leader 40 times in 50 s). The silence rule does not
+            # watch it: the fetch timeout, renewed by each chunk, does. A node this far behind cannot lead anyway.
+            f.probing, f.overdue_seen, f.overdue_at = False, False, 0
+        else:
+            self._arm_overdue(f, now, probe, 0 if probe else self.config.fetch_max_wait_ms)
         if f.snapshot is not None and f.snapshot_id is not None:
             self._send(
                 f.leader_id,

@@ -8,6 +8,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+import pytest
+
 from quorum.errors import Errors
 from quorum.raft.core import CATCH_UP_WINDOW_MS, OBSERVER_SESSION_TIMEOUT_MS, RaftCore
 from quorum.raft.messages import (
@@ -366,8 +368,48 @@ def test_an_observer_that_loses_its_leader_mid_snapshot_resumes_the_fetch_where_
     assert observer.log.start_offset == cut.end and observer._paused_snapshot is None
 
 
+@pytest.mark.parametrize("node", [BROKER, 3])
+def test_snapshot_chunks_slower_than_the_silence_grace_are_waited_for(node: int) -> None:
+    """A FetchSnapshot answer carries up to 8 MiB; over an observer's gRPC stream one took longer than the silence
+    grace (a new broker at 2M partitions went back to looking for its leader 40 times in 50 s). The silence rule
+    does not watch a snapshot fetch: the fetch timeout, renewed by each chunk, bounds it."""
+    net = Net(observers=(BROKER,) if node == BROKER else ())
+    if net.elect().id == node:
+        pytest.skip("the node to wipe leads")  # seeded: does not happen with these ids
+    end = net.append(200)
+    leader = net.leader()
+    assert leader is not None
+    sid = leader.log.take_snapshot(end)  # type: ignore[attr-defined]
+    leader.log.clean()  # type: ignore[attr-defined]
+    net.logs[node], net.stores[node] = SimLog(), SimStore()
+    fetcher = net.cores[node] = net._make(node)
+    handle, held = fetcher.handle, []
+    delay = CFG.fetch_silence_ms + 40  # past the silence rule's grace, within the fetch timeout
+
+    def slow(env: Envelope, now: int) -> None:
+        if isinstance(env.message, FetchSnapshotResponse):
+            held.append((now + delay, env))
+        else:
+            handle(env, now)
+
+    fetcher.handle = slow  # type: ignore[method-assign]
+    roles = []
+    limit = net.now + 20_000
+    while not net.caught_up(node):
+        assert net.now < limit, fetcher.role
+        net.step()
+        for due, env in [h for h in held if h[0] <= net.now]:
+            held.remove((due, env))
+            handle(env, net.now)
+        roles.append((fetcher.role.name, fetcher.role.leader_id))
+    following = roles.index(("Follower", leader.id))
+    assert set(roles[following:]) == {("Follower", leader.id)}, roles  # never looked for the leader again
+    assert fetcher.metrics.snapshots_installed == 1 and fetcher.log.latest_snapshot() == sid
+    assert leader.is_leader
+
+
 def test_a_voter_that_suspects_its_leader_mid_snapshot_resumes_the_fetch_where_it_stopped() -> None:
-    """A wiped voter whose FetchSnapshot chunks stop coming suspects the leader (its silence rule) and asks for a
+    """A wiped voter whose FetchSnapshot chunks stop coming suspects the leader (its fetch timeout) and asks for a
     pre-vote; the voters still hearing the leader refuse it, and it follows the same leader again. It goes on
     from the chunks it has: started over each time, a voter fetching a 2M-partition snapshot from a restarted,
     busy leader began it 72 times in 108 s."""
