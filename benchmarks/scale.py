@@ -580,26 +580,15 @@ def checks(report: dict[str, Any]) -> list[tuple[str, bool, dict[str, Any]]]:
         )
     else:
         missing(text)
-    w = report.get("wiped_follower")
-    text = f"wiped follower installs a snapshot at >= {INSTALL_TARGET_MIB_S:.0f} MiB/s"
-    if w:
-        rate = w.get("mib_per_s")
+    for key, who in (("wiped_follower", "wiped follower"), ("new_broker", "a new broker")):
+        text = f"{who} installs a snapshot at >= {INSTALL_TARGET_MIB_S:.0f} MiB/s"
+        if (w := report.get(key)) is None:
+            missing(text)
+            continue
+        rate = w.get("mib_per_s") if w["installed"] else None
         target(
-            f"{text} ({f'{rate:,.1f} MiB/s' if rate else 'no snapshot installed'})",
-            bool(w["installed"]) and rate is not None and rate >= INSTALL_TARGET_MIB_S,
+            f"{text} ({f'{rate:,.1f} MiB/s' if rate else 'no snapshot installed'})", (rate or 0) >= INSTALL_TARGET_MIB_S
         )
-    else:
-        missing(text)
-    nb = report.get("new_broker")
-    text = f"a new broker installs a snapshot at >= {INSTALL_TARGET_MIB_S:.0f} MiB/s"
-    if nb:
-        rate = nb.get("mib_per_s")
-        target(
-            f"{text} ({f'{rate:,.1f} MiB/s' if rate else 'no snapshot installed'})",
-            bool(rate and rate >= INSTALL_TARGET_MIB_S),
-        )
-    else:
-        missing(text)
     i = report.get("idle")
     if i:
         target(f"idle cluster's segments and snapshots bounded over {i['minutes']:g} min", i["bounded"])

@@ -347,6 +347,17 @@ class SnapshotChunksCut:
     def restore(self) -> None:
         self.observer.handle = self.handle  # type: ignore[method-assign]
 
+    def resumed_from(self, net: Net, node: int, got: int) -> None:
+        """Restored, the fetcher catches up; its first FetchSnapshot asks from ``got`` (what it kept), not 0."""
+        self.restore()
+        net.sent.clear()
+        net.run_until(lambda: net.caught_up(node))
+        positions = [e.message.position for e in net.sent if isinstance(e.message, FetchSnapshotRequest)]
+        assert positions and positions[0] == got  # resumed, not from 0
+        fetcher = self.observer
+        assert fetcher.metrics.snapshots_installed == 1 and fetcher.log.latest_snapshot() == self.sid
+        assert fetcher.log.start_offset == self.end and fetcher._paused_snapshot is None
+
 
 def test_an_observer_that_loses_its_leader_mid_snapshot_resumes_the_fetch_where_it_stopped() -> None:
     """A busy observer misses a FetchSnapshot chunk's deadline and looks for the leader again. When it finds the
@@ -359,13 +370,7 @@ def test_an_observer_that_loses_its_leader_mid_snapshot_resumes_the_fetch_where_
     got = 2 * CFG.fetch_max_bytes
     assert cut.chunks[:2] == [0, CFG.fetch_max_bytes] and observer._paused_snapshot is not None
     assert observer._paused_snapshot[2].size == got
-    cut.restore()
-    net.sent.clear()
-    net.run_until(lambda: net.caught_up(BROKER))
-    positions = [e.message.position for e in net.sent if isinstance(e.message, FetchSnapshotRequest)]
-    assert positions and positions[0] == got  # resumed, not from 0
-    assert observer.metrics.snapshots_installed == 1 and observer.log.latest_snapshot() == cut.sid
-    assert observer.log.start_offset == cut.end and observer._paused_snapshot is None
+    cut.resumed_from(net, BROKER, got)
 
 
 @pytest.mark.parametrize("node", [BROKER, 3])
@@ -425,13 +430,7 @@ def test_a_voter_that_suspects_its_leader_mid_snapshot_resumes_the_fetch_where_i
     assert isinstance(f, Follower) and f.leader_id == leader.id and leader.is_leader and leader.epoch == epoch
     got = 2 * CFG.fetch_max_bytes
     assert f.snapshot is install and install.size == got  # type: ignore[union-attr]
-    cut.restore()
-    net.sent.clear()
-    net.run_until(lambda: net.caught_up(voter_id))
-    positions = [e.message.position for e in net.sent if isinstance(e.message, FetchSnapshotRequest)]
-    assert positions and positions[0] == got  # resumed, not from 0
-    assert voter.metrics.snapshots_installed == 1 and voter.log.latest_snapshot() == cut.sid
-    assert voter.log.start_offset == cut.end and voter._paused_snapshot is None
+    cut.resumed_from(net, voter_id, got)
 
 
 def test_a_node_that_becomes_leader_drops_the_snapshot_fetch_it_kept() -> None:
