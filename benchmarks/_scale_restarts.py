@@ -311,7 +311,7 @@ def socket_close_after_kill_s(resident: int) -> float:
     """A bare Python process holding ``resident`` bytes of touched memory and one TCP connection, killed with
     SIGKILL: the seconds until its peer reads the connection's end. Linux frees a killed process's memory before it
     closes its files (``do_exit``: ``exit_mm`` before ``exit_files``), so a survivor learns of a kill -9 later the
-    larger the killed node is: here 8 ms at 50 MiB, 36-54 ms at 500 MiB, 70-95 ms at 1 GiB."""
+    larger the killed node is: here 7-11 ms at 50 MiB, 36-54 ms at 500 MiB, 70-95 ms at 1 GiB."""
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
         child = subprocess.Popen(
