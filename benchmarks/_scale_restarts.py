@@ -370,30 +370,10 @@ async def wiped_follower(bench: Bench, chunk_port: int | None) -> dict[str, Any]
         f"controller {node_id}", lambda: bench.controller_progress(node_id), started, 600
     )
     out.update(meter.used())
-    fetch_started = log_events(node.log_path, "snapshot_fetch_started", since)
-    installed = log_events(node.log_path, "snapshot_installed", since)
     out["ready_s"] = ready
-    out["installed"] = bool(installed)
-    if installed:
-        sid = installed[-1]["snapshot"]
-        offset, _, epoch = sid.partition("-")
-        name = f"{int(offset):020d}-{int(epoch):010d}.checkpoint"
-        path = node.data_dir / METADATA_PARTITION_DIR / name
-        size = path.stat().st_size if path.exists() else None
-        t_installed = wall_time(installed[-1]) - started_wall
-        out.update(
-            {
-                "snapshot": sid,
-                "snapshot_bytes": size,
-                "exec_to_installed_s": t_installed,
-                "mib_per_s": size / t_installed / 2**20 if size and t_installed > 0 else None,
-            }
-        )
-        if fetch_started:
-            transfer = wall_time(installed[-1]) - wall_time(fetch_started[-1])
-            out["fetch_started_to_installed_s"] = transfer
-            out["transfer_mib_per_s"] = size / transfer / 2**20 if size and transfer > 0 else None
-        source = leader_node.data_dir / METADATA_PARTITION_DIR / name
+    out.update(install_figures(node.log_path, since, node.data_dir, started_wall))
+    if out["installed"]:
+        source = leader_node.data_dir / METADATA_PARTITION_DIR / out["snapshot_file"]
         if source.exists():
             out["file_copy_mib_per_s"] = file_copy_rate(source, bench.root / "copy.tmp") / 2**20
             if chunk_port is not None:
@@ -439,20 +419,30 @@ async def new_broker(bench: Bench, timeout: float = 600) -> dict[str, Any]:
     out: dict[str, Any] = {"broker": broker_id, **meter.used()}
     since_exec = {name: wall_time(found[-1]) - started_wall for name, found in events.items()}
     out["caught_up_s"], out["unfenced_s"] = since_exec["metadata_caught_up"], since_exec["broker_fencing_changed"]
-    installed, fetch_started = seen("snapshot_installed"), seen("snapshot_fetch_started")
-    out["installed"] = bool(installed)
-    if installed:
-        sid = installed[-1]["snapshot"]
-        offset, _, epoch = sid.partition("-")
-        path = data_dir / METADATA_PARTITION_DIR / f"{int(offset):020d}-{int(epoch):010d}.checkpoint"
-        size = path.stat().st_size if path.exists() else None
-        t_installed = wall_time(installed[-1]) - started_wall
-        out.update(snapshot=sid, snapshot_bytes=size, exec_to_installed_s=t_installed, fetches=len(fetch_started))
-        out["mib_per_s"] = size / t_installed / 2**20 if size and t_installed > 0 else None
-        if fetch_started:
-            transfer = wall_time(installed[-1]) - wall_time(fetch_started[-1])
-            out["fetch_started_to_installed_s"] = transfer
-            out["transfer_mib_per_s"] = size / transfer / 2**20 if size and transfer > 0 else None
+    out.update(install_figures(b.log_path, 0, data_dir, started_wall))
+    return out
+
+
+def install_figures(log_path: Path, since: int, data_dir: Path, started_wall: float) -> dict[str, Any]:
+    """A node's FetchSnapshot from its log (from byte ``since``): whether it installed one, which, its size, and
+    per second from exec (``started_wall``) and from the fetch's start."""
+    installed = log_events(log_path, "snapshot_installed", since)
+    fetch_started = log_events(log_path, "snapshot_fetch_started", since)
+    out: dict[str, Any] = {"installed": bool(installed), "fetches": len(fetch_started)}
+    if not installed:
+        return out
+    sid = installed[-1]["snapshot"]
+    offset, _, epoch = sid.partition("-")
+    name = f"{int(offset):020d}-{int(epoch):010d}.checkpoint"
+    path = data_dir / METADATA_PARTITION_DIR / name
+    size = path.stat().st_size if path.exists() else None
+    t_installed = wall_time(installed[-1]) - started_wall
+    out.update(snapshot=sid, snapshot_file=name, snapshot_bytes=size, exec_to_installed_s=t_installed)
+    out["mib_per_s"] = size / t_installed / 2**20 if size and t_installed > 0 else None
+    if fetch_started:
+        transfer = wall_time(installed[-1]) - wall_time(fetch_started[-1])
+        out["fetch_started_to_installed_s"] = transfer
+        out["transfer_mib_per_s"] = size / transfer / 2**20 if size and transfer > 0 else None
     return out
 
 
