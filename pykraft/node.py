@@ -48,6 +48,7 @@ from pykraft.security.tls import (
 from pykraft.service import ControllerService
 from quorum.errors import KafkaError
 from quorum.fault import ProcessTerminatingFaultHandler, spawn
+from quorum.huge_pages import collapse_periodically
 from quorum.log.log import PREALLOCATE_CHUNK, LogConfig, LogCorruptionError, MetadataLog
 from quorum.log.meta_properties import DirectoryLock, StorageIdentityError, ensure_meta_properties, read_properties
 from quorum.log.quorum_state import QuorumStateStore
@@ -64,6 +65,7 @@ log = structlog.get_logger("pykraft.node")
 
 
 FRAMES_PORT_SETTING = "pykraft.quorum.frames.port"
+HUGE_PAGES_SETTING = "pykraft.memory.huge.pages"
 
 
 class ConfigError(Exception):
@@ -91,6 +93,9 @@ class NodeSettings:
     # pykraft.quorum.frames.port: where peers' streams may also come as frames (quorum/transport/frames.py), on the
     # listen host; 0: any free port (peers learn it from the voter port), -1: off (gRPC streams only, both ways).
     frames_port: int = 0
+    # pykraft.memory.huge.pages: keep the dense heap in transparent huge pages, so that peers learn of a kill -9
+    # sooner (quorum/huge_pages.py)
+    huge_pages: bool = True
     metrics_tls: MetricsTls | None = None  # metrics.tls (on by default with SSL): /metrics over HTTPS
     # kafka.listener: Kafka's binary protocol on this HOST:PORT (plaintext; pykraft.kafka), and
     # kafka.controller.listeners: every controller's, so clients are sent to the active one (KIP-919)
@@ -291,6 +296,7 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         frames_port = int_property(props, FRAMES_PORT_SETTING, 0)
         if not -1 <= frames_port < 65536:
             raise ValueError(f"{FRAMES_PORT_SETTING} must be -1 (off), 0 (any free port) or a port, got {frames_port}")
+        huge_pages = bool_property(props, HUGE_PAGES_SETTING, True)
         tls = TlsSettings.from_properties(props)
         if tls is not None:
             tls.load(server=True)  # a missing or mismatched file is a usage error now, not a fault at start
@@ -326,6 +332,7 @@ def settings_from_args(args: argparse.Namespace) -> NodeSettings:
         metrics_port=args.metrics_port,
         raw_appends=raw_appends,
         frames_port=frames_port,
+        huge_pages=huge_pages,
         advertised=advertised,
         external_port=getattr(args, "external_port", None),
         tls=tls,
@@ -538,9 +545,12 @@ async def serve(
         stop.set()
 
     task = spawn(companion(node), name="companion", on_error=companion_failed) if companion is not None else None
-    releasing = spawn(release_periodically(), name="memory-release", on_error=_release_failed)
+    releasing = [spawn(release_periodically(), name="memory-release", on_error=_release_failed)]
+    if settings.huge_pages:
+        releasing.append(spawn(collapse_periodically(), name="huge-pages", on_error=_release_failed))
     await stop.wait()
-    releasing.cancel()
+    for t in releasing:
+        t.cancel()
     loop_stalls.STALLS.stop()
     if task is not None:
         task.cancel()

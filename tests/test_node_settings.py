@@ -58,6 +58,7 @@ def test_config_file_then_override_wins(tmp_path: Path) -> None:
         ("pykraft.quorum.frames.port=-2", "pykraft.quorum.frames.port must be -1 \\(off\\), 0"),
         ("pykraft.quorum.frames.port=65536", "pykraft.quorum.frames.port must be -1 \\(off\\), 0"),
         ("pykraft.quorum.frames.port=any", "pykraft.quorum.frames.port must be an integer"),
+        ("pykraft.memory.huge.pages=yes", "pykraft.memory.huge.pages must be true or false"),
     ],
 )
 def test_bad_values_are_config_errors_naming_the_property(tmp_path: Path, override: str, named: str) -> None:
@@ -89,6 +90,11 @@ def test_peer_frames_are_on_by_default_on_any_free_port_and_can_be_turned_off(tm
     assert settings(tmp_path).frames_port == 0
     assert settings(tmp_path, "--override", "pykraft.quorum.frames.port=-1").frames_port == -1
     assert settings(tmp_path, "--override", "pykraft.quorum.frames.port=9191").frames_port == 9191
+
+
+def test_huge_pages_are_on_by_default_and_can_be_turned_off(tmp_path: Path) -> None:
+    assert settings(tmp_path).huge_pages
+    assert not settings(tmp_path, "--override", "pykraft.memory.huge.pages=false").huge_pages
 
 
 def test_missing_config_file_is_named(tmp_path: Path) -> None:

@@ -1,0 +1,165 @@
+"""Keep a node's dense heap in transparent huge pages, so that the peers of a crashed node learn of it sooner.
+
+A process killed with SIGKILL closes its sockets only after the kernel has freed its memory (``do_exit`` releases
+the address space before the files), and the followers of a killed leader learn of the crash from those sockets.
+Freeing costs ~70 ns per 4 KiB page. Measured here (a process holding 300 MiB of small Python objects and one TCP
+connection, SIGKILLed; the time until its peer read the end): 35-42 ms in 4 KiB pages, 10-14 ms with ~85% of it in
+2 MiB pages. A controller holds ~300 MiB at two million partitions: without huge pages, that is most of what a
+kill -9 failover there waits for beyond an empty cluster's.
+
+Where THP is ``madvise`` (most distributions' default) CPython's heap never gets huge pages: its object allocator
+maps 1 MiB arenas itself and never advises them. ``PYTHONMALLOC=malloc`` with glibc's ``glibc.malloc.hugetlb=1``
+would put every allocation in them, but cost 15-20% more CPU creating topics here. Instead, after the process's
+anonymous memory outside huge pages has grown by :data:`GROWTH_BYTES`, a thread asks the kernel to collapse the dense
+2 MiB ranges of it into huge pages (``MADV_COLLAPSE``, Linux 6.1+; the contents do not change). Sparse ranges (thread
+stacks, arenas barely used) are left as they are, so the resident size grows by at most 1/8 of what is collapsed.
+Where the kernel cannot (older, THP ``never``, not Linux), the node says so once and runs as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import ctypes.util
+import errno
+import functools
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import structlog
+
+log = structlog.get_logger("quorum.huge_pages")
+
+HUGE = 2 << 20  # x86-64's and arm64's (4 KiB granule) PMD size
+PAGE = 4096
+MIN_RESIDENT = 448  # of a huge page's 512 small pages: denser ranges are collapsed (RSS grows <= 1/7 of them)
+GROWTH_BYTES = 64 << 20  # anonymous memory outside huge pages grown by this much since the last pass: collapse
+CHECK_INTERVAL_S = 10.0
+MADV_COLLAPSE = 25
+
+
+class Unsupported(Exception):
+    """The kernel cannot collapse memory into huge pages here."""
+
+
+@dataclass(frozen=True)
+class Collapsed:
+    asked_bytes: int  # the dense ranges handed to the kernel
+    refused: int  # ranges it could not collapse now (no free huge page: EAGAIN, ENOMEM); retried next time
+    seconds: float
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux") or os.sysconf("SC_PAGE_SIZE") != PAGE:
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    return libc
+
+
+def anonymous_ranges(maps: str) -> list[tuple[int, int]]:
+    """The 2 MiB-aligned parts (start, end) of the private writable anonymous mappings in ``/proc/self/maps``
+    text: the heap, CPython's arenas, large allocations; not files, not shared memory, not the main stack."""
+    ranges = []
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) < 5 or fields[1] != "rw-p" or fields[4] != "0":
+            continue
+        if len(fields) == 6 and fields[5].strip() not in ("", "[heap]"):
+            continue
+        lo, hi = (int(x, 16) for x in fields[0].split("-"))
+        lo, hi = -(-lo // HUGE) * HUGE, hi // HUGE * HUGE
+        if hi > lo:
+            ranges.append((lo, hi))
+    return ranges
+
+
+def dense_runs(start: int, residency: bytes, min_resident: int = MIN_RESIDENT) -> list[tuple[int, int]]:
+    """Runs (address, length) of consecutive 2 MiB ranges, from ``start`` (aligned), that have at least
+    ``min_resident`` of their small pages resident: ``residency`` is ``mincore``'s vector (bit 0 of a byte per 4 KiB
+    page) for whole huge pages."""
+    per = HUGE // PAGE
+    runs: list[tuple[int, int]] = []
+    for i in range(len(residency) // per):
+        chunk = residency[i * per : (i + 1) * per]
+        if per - chunk.count(0) < min_resident:  # the kernel sets only bit 0, so count the zero bytes
+            continue
+        address = start + i * HUGE
+        if runs and runs[-1][0] + runs[-1][1] == address:
+            runs[-1] = (runs[-1][0], runs[-1][1] + HUGE)
+        else:
+            runs.append((address, HUGE))
+    return runs
+
+
+def collapse_dense_memory() -> Collapsed:
+    """Ask the kernel to back every dense 2 MiB range of this process's anonymous memory with a huge page. Blocks
+    for as long as the kernel copies (~0.4-3 ms per MiB here): run it off the event loop. Raises
+    :class:`Unsupported` where the kernel cannot."""
+    libc = _libc()
+    if libc is None:
+        raise Unsupported("not Linux with 4 KiB pages and a C library to call")
+    started = time.perf_counter()
+    with open("/proc/self/maps") as f:
+        ranges = anonymous_ranges(f.read())
+    asked = refused = 0
+    for lo, hi in ranges:
+        pages = (hi - lo) // PAGE
+        vector = (ctypes.c_ubyte * pages)()
+        if libc.mincore(lo, hi - lo, vector) != 0:
+            continue  # unmapped since /proc/self/maps was read (an arena freed)
+        for address, length in dense_runs(lo, bytes(vector)):
+            if libc.madvise(address, length, MADV_COLLAPSE) == 0:
+                asked += length
+                continue
+            error = ctypes.get_errno()
+            if error == errno.EINVAL and not asked and not refused:
+                raise Unsupported(f"madvise(MADV_COLLAPSE): {os.strerror(error)} (Linux 6.1+ with THP not 'never')")
+            refused += 1  # EAGAIN/ENOMEM (no huge page free now), or the range went away meanwhile
+    return Collapsed(asked, refused, time.perf_counter() - started)
+
+
+def anonymous_outside_huge_pages() -> int:
+    """Bytes of this process's anonymous memory in small pages (``/proc/self/smaps_rollup``)."""
+    values = {}
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            if name in ("Anonymous", "AnonHugePages"):
+                values[name] = int(rest.split()[0]) * 1024
+    return values.get("Anonymous", 0) - values.get("AnonHugePages", 0)
+
+
+async def collapse_periodically(interval_s: float = CHECK_INTERVAL_S, growth: int = GROWTH_BYTES) -> None:
+    """Every ``interval_s``: once the anonymous memory in small pages has grown by ``growth`` since the last pass,
+    collapse the dense ranges from a thread (logged: ``huge_pages_collapsed``). Returns when the kernel cannot."""
+    if _libc() is None:
+        log.info("huge_pages_unavailable", reason="not Linux with 4 KiB pages")
+        return
+    last = 0
+    while True:
+        await asyncio.sleep(interval_s)
+        small = anonymous_outside_huge_pages()
+        if small - last < growth:
+            last = min(last, small)  # memory freed since: count growth from the lower level
+            continue
+        try:
+            done = await asyncio.to_thread(collapse_dense_memory)
+        except Unsupported as e:
+            log.info("huge_pages_unavailable", reason=str(e))
+            return
+        last = anonymous_outside_huge_pages()
+        log.info(
+            "huge_pages_collapsed",
+            asked_mib=round(done.asked_bytes / 2**20, 1),
+            refused=done.refused,
+            small_pages_mib=round(last / 2**20, 1),
+            ms=round(done.seconds * 1000, 1),
+        )

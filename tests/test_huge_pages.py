@@ -1,0 +1,112 @@
+"""quorum.huge_pages moves a node's dense anonymous memory into transparent huge pages, and leaves sparse memory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from quorum.huge_pages import HUGE, MIN_RESIDENT, PAGE, anonymous_ranges, dense_runs
+
+PER = HUGE // PAGE
+
+
+def test_only_private_writable_anonymous_mappings_count_trimmed_to_whole_huge_pages() -> None:
+    maps = "\n".join(
+        [
+            "00400000-00600000 r-xp 00000000 08:01 1234 /usr/bin/python3.11",  # text
+            "00800000-00c00000 rw-p 00000000 08:01 1234 /usr/bin/python3.11",  # a file's data
+            "01000000-01a00000 rw-p 00000000 00:00 0 [heap]",
+            "7f0000100000-7f0000700000 rw-p 00000000 00:00 0 ",  # arenas: 1 MiB in, 1 MiB short of the end
+            "7f0001000000-7f0001400000 rw-s 00000000 00:05 77 /dev/zero (deleted)",  # shared
+            "7f0002000000-7f0002100000 rw-p 00000000 00:00 0",  # 1 MiB: no whole huge page
+            "7f0003000000-7f0003400000 ---p 00000000 00:00 0",  # a guard
+            "7ffc00000000-7ffc00400000 rw-p 00000000 00:00 0 [stack]",
+        ]
+    )
+    assert anonymous_ranges(maps) == [
+        (0x01000000, 0x01A00000),
+        (0x7F0000200000, 0x7F0000600000),
+    ]
+
+
+def test_dense_runs_join_neighbouring_dense_huge_pages_and_skip_sparse_ones() -> None:
+    dense, barely, sparse = b"\x01" * PER, b"\x01" * MIN_RESIDENT + b"\x00" * (PER - MIN_RESIDENT), b"\x00" * PER
+    short = b"\x01" * (MIN_RESIDENT - 1) + b"\x00" * (PER - MIN_RESIDENT + 1)
+    start = 0x7F0000000000
+    vector = dense + barely + sparse + short + dense + dense
+    assert dense_runs(start, vector) == [(start, 2 * HUGE), (start + 4 * HUGE, 2 * HUGE)]
+    assert dense_runs(start, sparse + short) == []
+    assert dense_runs(start, b"") == []
+
+
+_CHILD = """
+import json, mmap
+from quorum.huge_pages import Unsupported, collapse_dense_memory
+
+def rollup():
+    with open("/proc/self/smaps_rollup") as f:
+        return {l.split(":")[0]: int(l.split()[1]) << 10 for l in f if l.split(":")[0] in ("Rss", "AnonHugePages")}
+
+heap = [(i, str(i)) for i in range(1_000_000)]  # ~100 MiB of small objects in CPython's own arenas
+sparse = mmap.mmap(-1, 64 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+for offset in range(0, len(sparse), 2 << 20):
+    sparse[offset] = 1  # one small page in each huge page: collapsing it would make 2 MiB resident
+before = rollup()
+try:
+    done = collapse_dense_memory()
+except Unsupported as e:
+    print(json.dumps({"unsupported": str(e)}))
+else:
+    print(json.dumps({"before": before, "after": rollup(), "asked": done.asked_bytes, "refused": done.refused}))
+"""
+
+
+def test_a_dense_heap_goes_into_huge_pages_and_a_sparse_mapping_does_not_grow() -> None:
+    out = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=120, check=True)
+    got = json.loads(out.stdout)
+    if "unsupported" in got:
+        pytest.skip(f"no huge page collapse on this kernel: {got['unsupported']}")
+    before, after = got["before"], got["after"]
+    huge = after["AnonHugePages"] - before["AnonHugePages"]
+    assert huge >= 64 << 20, got  # most of the ~100 MiB heap
+    assert got["asked"] >= huge - HUGE, got
+    # The sparse mapping's 32 huge pages, if collapsed, would add 62 MiB; the dense ones add at most 1/8 of theirs.
+    assert after["Rss"] - before["Rss"] <= huge // 7 + (4 << 20), got
+
+
+_PERIODIC = """
+import asyncio, json
+from structlog.testing import capture_logs
+from quorum.huge_pages import collapse_periodically
+
+async def main():
+    with capture_logs() as logs:
+        task = asyncio.ensure_future(collapse_periodically(interval_s=0.05, growth=32 << 20))
+        await asyncio.sleep(0.3)  # no growth yet: no pass
+        quiet = len(logs)
+        heap = [(i, str(i)) for i in range(1_000_000)]
+        for _ in range(600):  # a pass may take a while on a busy machine (the kernel compacts for huge pages)
+            await asyncio.sleep(0.05)
+            if len(logs) > quiet:
+                break
+        await asyncio.sleep(0.3)  # a few more intervals: nothing grew, so no second pass
+        task.cancel()
+    print(json.dumps({"quiet": quiet, "events": [dict(e) for e in logs], "kept": len(heap)}))
+
+asyncio.run(main())
+"""
+
+
+def test_a_node_collapses_once_its_memory_grew_and_not_before() -> None:
+    out = subprocess.run([sys.executable, "-c", _PERIODIC], capture_output=True, text=True, timeout=120, check=True)
+    got = json.loads(out.stdout)
+    events = got["events"]
+    if events and events[0]["event"] == "huge_pages_unavailable":
+        pytest.skip(f"no huge page collapse on this kernel: {events[0]['reason']}")
+    assert got["quiet"] == 0, got
+    collapsed = [e for e in events if e["event"] == "huge_pages_collapsed"]
+    assert len(collapsed) == 1, got  # the growth once, then nothing new to collapse
+    assert collapsed[0]["asked_mib"] >= 64, got
