@@ -31,7 +31,7 @@ from _scale_cluster import (  # noqa: E402
     wall_time,
 )
 from _scale_measure import PhaseCpu  # noqa: E402
-from _stats import error_name, log_events, median, rss_bytes  # noqa: E402
+from _stats import error_name, huge_page_bytes, log_events, median, rss_bytes  # noqa: E402
 from create_topics import cpu_seconds, failed_codes, topic_request  # noqa: E402
 
 from pykraft.api import controller_pb2_grpc as pb_grpc  # noqa: E402
@@ -206,6 +206,7 @@ async def failover_trial(bench: Bench, prefix: str) -> dict[str, Any]:
     node = bench.cluster.nodes[leader]
     assert node.proc is not None
     resident = rss_bytes(node.proc.pid) or 0
+    huge = huge_page_bytes(node.proc.pid) or 0
     logs_since = {n.node_id: log_size(n.log_path) for n in survivors}
     channels = [grpc.aio.insecure_channel(n.address) for n in survivors]
     stubs = [pb_grpc.ControllerStub(ch) for ch in channels]
@@ -272,6 +273,7 @@ async def failover_trial(bench: Bench, prefix: str) -> dict[str, Any]:
         "unavailable_s": unavailable,
         "leader_loss_seen_s": min(seen) - killed_wall if seen else None,
         "killed_rss_bytes": resident,
+        "killed_huge_page_bytes": huge,
         "bare_process_close_s": await asyncio.to_thread(socket_close_after_kill_s, resident),
         "attempts": attempt,
         "errors_while_unavailable": errors,
@@ -292,6 +294,7 @@ async def failover(bench: Bench, trials: int, prefix: str) -> dict[str, Any]:
         "loss_seen_median_s": median(seen) if seen else None,
         "bare_close_median_s": median([r["bare_process_close_s"] for r in results]),
         "killed_rss_median_bytes": median([r["killed_rss_bytes"] for r in results]),
+        "killed_huge_page_median_bytes": median([r["killed_huge_page_bytes"] for r in results]),
         **meter.used(),
     }
 
@@ -302,8 +305,10 @@ def kill_text(failover: dict[str, Any]) -> str:
     return (
         f"a survivor saw the leader's connection end after: median "
         f"{'n/a' if seen is None else f'{seen * 1000:.0f} ms'}; a bare process of the killed node's RSS "
-        f"({failover['killed_rss_median_bytes'] / 2**20:,.0f} MiB) killed the same way closes its socket after "
-        f"{bare * 1000:.0f} ms (median): the kernel frees a killed process's memory before closing its sockets"
+        f"({failover['killed_rss_median_bytes'] / 2**20:,.0f} MiB, of it in huge pages "
+        f"{failover['killed_huge_page_median_bytes'] / 2**20:,.0f} MiB; the bare one in 4 KiB pages) killed the same "
+        f"way closes its socket after {bare * 1000:.0f} ms (median): the kernel frees a killed process's memory "
+        "before closing its sockets"
     )
 
 

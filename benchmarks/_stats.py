@@ -169,6 +169,18 @@ def median(values: list[float]) -> float:
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
+def huge_page_bytes(pid: int) -> int | None:
+    """A process's anonymous memory in transparent huge pages now (AnonHugePages of /proc/PID/smaps_rollup)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("AnonHugePages:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
 def rss_bytes(pid: int) -> int | None:
     """A process's resident set size now (VmRSS of Linux /proc/PID/status), or None where there is none."""
     try:

@@ -72,6 +72,7 @@ def test_failover_accepts_create_topics_again(report: dict[str, Any]) -> None:
         # process of the killed node's size closed its socket too.
         assert 0 <= trial["leader_loss_seen_s"] <= trial["unavailable_s"], trial
         assert trial["killed_rss_bytes"] > 0 and 0 < trial["bare_process_close_s"] < 5, trial
+        assert 0 <= trial["killed_huge_page_bytes"] <= trial["killed_rss_bytes"], trial
 
 
 def test_wiped_follower_installs_a_snapshot_and_converges(report: dict[str, Any]) -> None:
