@@ -10,8 +10,8 @@ kill -9 failover there waits for beyond an empty cluster's.
 Where THP is ``madvise`` (most distributions' default) CPython's heap never gets huge pages: its object allocator
 maps 1 MiB arenas itself and never advises them. ``PYTHONMALLOC=malloc`` with glibc's ``glibc.malloc.hugetlb=1``
 would put every allocation in them, but cost 15-20% more CPU creating topics here. Instead, after the process's
-anonymous memory outside huge pages has grown by :data:`GROWTH_BYTES`, a thread asks the kernel to collapse the dense
-2 MiB ranges of it into huge pages (``MADV_COLLAPSE``, Linux 6.1+; the contents do not change). Sparse ranges (thread
+anonymous memory has grown by :data:`GROWTH_BYTES`, a thread asks the kernel to collapse the dense 2 MiB ranges
+still in small pages into huge pages (``MADV_COLLAPSE``, Linux 6.1+; the contents do not change). Sparse ranges (thread
 stacks, arenas barely used) are left as they are, so the resident size grows by at most 1/8 of what is collapsed.
 Where the kernel cannot (older, THP ``never``, not Linux), the node says so once and runs as before.
 """
@@ -35,7 +35,7 @@ log = structlog.get_logger("quorum.huge_pages")
 HUGE = 2 << 20  # x86-64's and arm64's (4 KiB granule) PMD size
 PAGE = 4096
 MIN_RESIDENT = 448  # of a huge page's 512 small pages: denser ranges are collapsed (RSS grows <= 1/7 of them)
-GROWTH_BYTES = 64 << 20  # anonymous memory outside huge pages grown by this much since the last pass: collapse
+GROWTH_BYTES = 64 << 20  # anonymous memory grown by this much since the last pass: collapse
 CHECK_INTERVAL_S = 10.0
 MADV_COLLAPSE = 25
 
@@ -64,20 +64,27 @@ def _libc() -> ctypes.CDLL | None:
     return libc
 
 
-def anonymous_ranges(maps: str) -> list[tuple[int, int]]:
-    """The 2 MiB-aligned parts (start, end) of the private writable anonymous mappings in ``/proc/self/maps``
-    text: the heap, CPython's arenas, large allocations; not files, not shared memory, not the main stack."""
+def collapsible_ranges(smaps: str) -> list[tuple[int, int]]:
+    """From ``/proc/self/smaps`` text: the 2 MiB-aligned parts (start, end) of the private writable anonymous
+    mappings (the heap, CPython's arenas, large allocations; not files, shared memory or the main stack) that hold at
+    least a huge page's worth of resident memory in small pages."""
     ranges = []
-    for line in maps.splitlines():
+    span: tuple[int, int] | None = None
+    rss = 0
+    for line in smaps.splitlines():
         fields = line.split(maxsplit=5)
-        if len(fields) < 5 or fields[1] != "rw-p" or fields[4] != "0":
-            continue
-        if len(fields) == 6 and fields[5].strip() not in ("", "[heap]"):
-            continue
-        lo, hi = (int(x, 16) for x in fields[0].split("-"))
-        lo, hi = -(-lo // HUGE) * HUGE, hi // HUGE * HUGE
-        if hi > lo:
-            ranges.append((lo, hi))
+        if fields and "-" in fields[0] and len(fields) >= 5:  # a mapping's first line: range perms offset dev inode
+            span = None
+            if fields[1] == "rw-p" and fields[4] == "0" and (len(fields) < 6 or fields[5].strip() in ("", "[heap]")):
+                lo, hi = (int(x, 16) for x in fields[0].split("-"))
+                lo, hi = -(-lo // HUGE) * HUGE, hi // HUGE * HUGE
+                span = (lo, hi) if hi > lo else None
+        elif span is not None and fields[0] == "Rss:":
+            rss = int(fields[1]) << 10
+        elif span is not None and fields[0] == "AnonHugePages:":
+            if rss - (int(fields[1]) << 10) >= HUGE:
+                ranges.append(span)
+            span = None
     return ranges
 
 
@@ -107,14 +114,14 @@ def collapse_dense_memory() -> Collapsed:
     if libc is None:
         raise Unsupported("not Linux with 4 KiB pages and a C library to call")
     started = time.perf_counter()
-    with open("/proc/self/maps") as f:
-        ranges = anonymous_ranges(f.read())
+    with open("/proc/self/smaps") as f:
+        ranges = collapsible_ranges(f.read())
     asked = refused = 0
     for lo, hi in ranges:
         pages = (hi - lo) // PAGE
         vector = (ctypes.c_ubyte * pages)()
         if libc.mincore(lo, hi - lo, vector) != 0:
-            continue  # unmapped since /proc/self/maps was read (an arena freed)
+            continue  # unmapped since /proc/self/smaps was read (an arena freed)
         for address, length in dense_runs(lo, bytes(vector)):
             if libc.madvise(address, length, MADV_COLLAPSE) == 0:
                 asked += length
@@ -126,40 +133,41 @@ def collapse_dense_memory() -> Collapsed:
     return Collapsed(asked, refused, time.perf_counter() - started)
 
 
-def anonymous_outside_huge_pages() -> int:
-    """Bytes of this process's anonymous memory in small pages (``/proc/self/smaps_rollup``)."""
-    values = {}
+def anonymous_bytes() -> int:
+    """This process's resident anonymous memory (``/proc/self/smaps_rollup``), in huge pages or not."""
     with open("/proc/self/smaps_rollup") as f:
         for line in f:
-            name, _, rest = line.partition(":")
-            if name in ("Anonymous", "AnonHugePages"):
-                values[name] = int(rest.split()[0]) * 1024
-    return values.get("Anonymous", 0) - values.get("AnonHugePages", 0)
+            if line.startswith("Anonymous:"):
+                return int(line.split()[1]) << 10
+    return 0
 
 
 async def collapse_periodically(interval_s: float = CHECK_INTERVAL_S, growth: int = GROWTH_BYTES) -> None:
-    """Every ``interval_s``: once the anonymous memory in small pages has grown by ``growth`` since the last pass,
-    collapse the dense ranges from a thread (logged: ``huge_pages_collapsed``). Returns when the kernel cannot."""
+    """Every ``interval_s``: once the anonymous memory has grown by ``growth`` above its level after the last pass
+    (or its lowest since), collapse the dense ranges from a thread (logged: ``huge_pages_collapsed``). Growth, not
+    memory in small pages: a huge page written after a fork (a snapshot's child) or partly given back
+    (``malloc_trim``) is split into small ones, and collapsing those again would undo the one and fight the other.
+    Returns where the kernel cannot."""
     if _libc() is None:
         log.info("huge_pages_unavailable", reason="not Linux with 4 KiB pages")
         return
-    last = 0
+    level = anonymous_bytes()
     while True:
         await asyncio.sleep(interval_s)
-        small = anonymous_outside_huge_pages()
-        if small - last < growth:
-            last = min(last, small)  # memory freed since: count growth from the lower level
+        now = anonymous_bytes()
+        if now - level < growth:
+            level = min(level, now)
             continue
         try:
             done = await asyncio.to_thread(collapse_dense_memory)
         except Unsupported as e:
             log.info("huge_pages_unavailable", reason=str(e))
             return
-        last = anonymous_outside_huge_pages()
+        level = anonymous_bytes()
         log.info(
             "huge_pages_collapsed",
             asked_mib=round(done.asked_bytes / 2**20, 1),
             refused=done.refused,
-            small_pages_mib=round(last / 2**20, 1),
+            anonymous_mib=round(level / 2**20, 1),
             ms=round(done.seconds * 1000, 1),
         )

@@ -8,27 +8,36 @@ import sys
 
 import pytest
 
-from quorum.huge_pages import HUGE, MIN_RESIDENT, PAGE, anonymous_ranges, dense_runs
+from quorum.huge_pages import HUGE, MIN_RESIDENT, PAGE, collapsible_ranges, dense_runs
 
 PER = HUGE // PAGE
 
 
-def test_only_private_writable_anonymous_mappings_count_trimmed_to_whole_huge_pages() -> None:
-    maps = "\n".join(
+def _mapping(span: str, perms: str, inode: str, name: str, rss_kib: int, huge_kib: int) -> str:
+    head = f"{span} {perms} 00000000 00:00 {inode} {name}".rstrip()
+    fields = f"Size: 999 kB\nRss: {rss_kib} kB\nAnonymous: {rss_kib} kB\nAnonHugePages: {huge_kib} kB\nVmFlags: rd wr"
+    return f"{head}\n{fields}"
+
+
+def test_only_private_writable_anonymous_mappings_with_a_huge_page_in_small_pages_count() -> None:
+    smaps = "\n".join(
         [
-            "00400000-00600000 r-xp 00000000 08:01 1234 /usr/bin/python3.11",  # text
-            "00800000-00c00000 rw-p 00000000 08:01 1234 /usr/bin/python3.11",  # a file's data
-            "01000000-01a00000 rw-p 00000000 00:00 0 [heap]",
-            "7f0000100000-7f0000700000 rw-p 00000000 00:00 0 ",  # arenas: 1 MiB in, 1 MiB short of the end
-            "7f0001000000-7f0001400000 rw-s 00000000 00:05 77 /dev/zero (deleted)",  # shared
-            "7f0002000000-7f0002100000 rw-p 00000000 00:00 0",  # 1 MiB: no whole huge page
-            "7f0003000000-7f0003400000 ---p 00000000 00:00 0",  # a guard
-            "7ffc00000000-7ffc00400000 rw-p 00000000 00:00 0 [stack]",
+            _mapping("00400000-00600000", "r-xp", "1234", "/usr/bin/python3.11", 2048, 0),  # text
+            _mapping("00800000-00c00000", "rw-p", "1234", "/usr/bin/python3.11", 4096, 0),  # a file's data
+            _mapping("01000000-01a00000", "rw-p", "0", "[heap]", 10240, 0),
+            _mapping("7f0000100000-7f0000700000", "rw-p", "0", "", 6144, 0),  # arenas: 1 MiB in and short
+            _mapping("7f0001000000-7f0001400000", "rw-s", "77", "/dev/zero (deleted)", 4096, 0),  # shared
+            _mapping("7f0002000000-7f0002100000", "rw-p", "0", "", 1024, 0),  # 1 MiB: no whole huge page
+            _mapping("7f0003000000-7f0003400000", "---p", "0", "", 0, 0),  # a guard
+            _mapping("7f0004000000-7f0004800000", "rw-p", "0", "", 8192, 6144),  # 2 MiB still small: again
+            _mapping("7f0005000000-7f0005800000", "rw-p", "0", "", 8192, 7168),  # 1 MiB small: no
+            _mapping("7ffc00000000-7ffc00400000", "rw-p", "0", "[stack]", 4096, 0),
         ]
     )
-    assert anonymous_ranges(maps) == [
+    assert collapsible_ranges(smaps) == [
         (0x01000000, 0x01A00000),
         (0x7F0000200000, 0x7F0000600000),
+        (0x7F0004000000, 0x7F0004800000),
     ]
 
 
