@@ -87,35 +87,54 @@ def test_a_dense_heap_goes_into_huge_pages_and_a_sparse_mapping_does_not_grow() 
 
 
 _PERIODIC = """
-import asyncio, json
+import asyncio, json, os, time
 from structlog.testing import capture_logs
 from quorum.huge_pages import collapse_periodically
+
+async def passes(logs, n):
+    for _ in range(600):  # a pass may take a while on a busy machine (the kernel compacts for huge pages)
+        if sum(e["event"] == "huge_pages_collapsed" for e in logs) >= n or len(logs) > n:
+            return
+        await asyncio.sleep(0.05)
 
 async def main():
     with capture_logs() as logs:
         task = asyncio.ensure_future(collapse_periodically(interval_s=0.05, growth=32 << 20))
-        await asyncio.sleep(0.3)  # no growth yet: no pass
-        quiet = len(logs)
-        heap = [(i, str(i)) for i in range(1_000_000)]
-        for _ in range(600):  # a pass may take a while on a busy machine (the kernel compacts for huge pages)
-            await asyncio.sleep(0.05)
-            if len(logs) > quiet:
-                break
-        await asyncio.sleep(0.3)  # a few more intervals: nothing grew, so no second pass
+        await asyncio.sleep(0.3)
+        quiet = len(logs)  # no growth yet: no pass
+        heap = []
+        for step in range(8):  # growing by over a quarter of the threshold in every interval: no pass yet
+            heap += [[i, str(i)] for i in range(step * 125_000, (step + 1) * 125_000)]  # ~15 MiB
+            await asyncio.sleep(0.001)
+        growing = len(logs)
+        await passes(logs, 1)
+        child = os.fork()  # as a snapshot's writer: it shares every page until it exits
+        if child == 0:
+            time.sleep(1.0)
+            os._exit(0)
+        for item in heap:
+            item[0] += 1  # the parent writes: each shared huge page is split, its written pages copied
+        await asyncio.sleep(0.5)
+        while_child = len(logs)
+        os.waitpid(child, 0)
+        await passes(logs, 2)
+        await asyncio.sleep(0.3)  # a few more intervals: nothing grew, so no third pass
         task.cancel()
-    print(json.dumps({"quiet": quiet, "events": [dict(e) for e in logs], "kept": len(heap)}))
+    report = {"quiet": quiet, "growing": growing, "while_child": while_child, "events": [dict(e) for e in logs]}
+    print(json.dumps(report))
 
 asyncio.run(main())
 """
 
 
-def test_a_node_collapses_once_its_memory_grew_and_not_before() -> None:
+def test_a_node_collapses_once_growth_settled_and_again_after_a_fork_split_its_huge_pages() -> None:
     out = subprocess.run([sys.executable, "-c", _PERIODIC], capture_output=True, text=True, timeout=120, check=True)
     got = json.loads(out.stdout)
     events = got["events"]
     if events and events[0]["event"] == "huge_pages_unavailable":
         pytest.skip(f"no huge page collapse on this kernel: {events[0]['reason']}")
-    assert got["quiet"] == 0, got
+    assert got["quiet"] == 0 and got["growing"] == 0, got  # nothing grown; then not settled
+    assert got["while_child"] == 1, got  # the growth's pass, none while the child shared the pages
     collapsed = [e for e in events if e["event"] == "huge_pages_collapsed"]
-    assert len(collapsed) == 1, got  # the growth once, then nothing new to collapse
-    assert collapsed[0]["asked_mib"] >= 64, got
+    assert len(collapsed) == 2, got  # then the split pages once, and nothing after
+    assert collapsed[0]["asked_mib"] >= 64 and collapsed[1]["asked_mib"] >= 32, got
