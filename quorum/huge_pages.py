@@ -166,7 +166,7 @@ async def collapse_periodically(interval_s: float = CHECK_INTERVAL_S, growth: in
     if _libc() is None:
         log.info("huge_pages_unavailable", reason="not Linux with 4 KiB pages")
         return
-    level = previous = small_page_bytes()
+    level, previous = 0, small_page_bytes()  # what the node started with counts as grown: a snapshot it loaded
     while True:
         await asyncio.sleep(interval_s)
         now = small_page_bytes()

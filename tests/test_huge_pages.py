@@ -138,3 +138,31 @@ def test_a_node_collapses_once_growth_settled_and_again_after_a_fork_split_its_h
     collapsed = [e for e in events if e["event"] == "huge_pages_collapsed"]
     assert len(collapsed) == 2, got  # then the split pages once, and nothing after
     assert collapsed[0]["asked_mib"] >= 64 and collapsed[1]["asked_mib"] >= 32, got
+
+
+_PRELOADED = """
+import asyncio, json
+from structlog.testing import capture_logs
+from quorum.huge_pages import collapse_periodically
+
+async def main():
+    heap = [[i, str(i)] for i in range(1_000_000)]  # as a snapshot loaded before the node's tasks start
+    with capture_logs() as logs:
+        task = asyncio.ensure_future(collapse_periodically(interval_s=0.05, growth=32 << 20))
+        for _ in range(600):
+            if logs:
+                break
+            await asyncio.sleep(0.05)
+        task.cancel()
+    print(json.dumps({"events": [dict(e) for e in logs], "kept": len(heap)}))
+
+asyncio.run(main())
+"""
+
+
+def test_what_a_node_started_with_is_collapsed_too() -> None:
+    out = subprocess.run([sys.executable, "-c", _PRELOADED], capture_output=True, text=True, timeout=120, check=True)
+    events = json.loads(out.stdout)["events"]
+    if events and events[0]["event"] == "huge_pages_unavailable":
+        pytest.skip(f"no huge page collapse on this kernel: {events[0]['reason']}")
+    assert events and events[0]["event"] == "huge_pages_collapsed" and events[0]["asked_mib"] >= 64, events
