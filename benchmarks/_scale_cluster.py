@@ -458,6 +458,26 @@ class Bench:
         m = await asyncio.to_thread(scrape, self.brokers[broker_id].metrics_port, timeout)
         return m, (m or {}).get(name)
 
+    async def wait_isr_whole(self, timeout: float, poll: float = 1.0) -> tuple[float | None, dict[str, float]]:
+        """Seconds until no broker leads a partition with fewer in-sync replicas than its replicas
+        (``kafka_server_replicamanager_under_replicated_partitions`` 0 on every broker, asked one at a time every
+        ``poll`` s); None after ``timeout``. With the last count per broker still under-replicated."""
+        started = time.perf_counter()
+        deadline = time.monotonic() + timeout
+        under: dict[str, float] = {}
+        while True:
+            for broker_id in sorted(self.brokers):
+                _, n = await self.broker_gauge(broker_id, "kafka_server_replicamanager_under_replicated_partitions")
+                if n is None or n > 0:
+                    under[f"b{broker_id}"] = -1 if n is None else n
+                else:
+                    under.pop(f"b{broker_id}", None)
+            if not under:
+                return time.perf_counter() - started, under
+            if time.monotonic() > deadline:
+                return None, under
+            await asyncio.sleep(poll)
+
     async def wait_replicas_applied(self, timeout: float, poll: float = 1.0) -> tuple[float | None, dict[str, str]]:
         """Seconds until every broker's replica manager holds what its image held at the leader's high watermark
         now (``pykraft_broker_replicas_applied_offset``: the image is replayed first, its partitions applied to

@@ -169,6 +169,19 @@ def print_memory(memory: dict[str, Any]) -> None:
         )
 
 
+async def settle_isr(bench: Bench, report: dict[str, Any], timeout: float = 600) -> None:
+    """Before the FetchSnapshot installs: wait until every ISR is whole again. The broker restart of phase 5 took
+    that broker out of the ISR of every partition it follows, and at 2M partitions the expansions that bring it
+    back (a PartitionChangeRecord each, replayed by every process) keep both cores busy for minutes. A node joining
+    then measures the machine's leftover share, not its FetchSnapshot."""
+    settled, under = await bench.wait_isr_whole(timeout)
+    report["isr_whole_before_installs_s"] = settled
+    if settled is None:
+        print(f"    still under-replicated after {timeout:.0f} s ({under}): measured anyway", flush=True)
+    else:
+        print(f"    every ISR whole again after {settled:.1f} s of waiting: installs measured on a settled cluster")
+
+
 async def run_async(args: argparse.Namespace, settings: Settings, root: Path) -> dict[str, Any]:
     report: dict[str, Any] = {"settings": settings.__dict__}
     observers = observer_brokers_available()
@@ -390,6 +403,8 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
 
         with phase(report, "wiped_follower", bench):
             print("\n[7] a follower wiped and restarted: FetchSnapshot from the leader", flush=True)
+            if bench.brokers:
+                await settle_isr(bench, report)
             view = await bench.leader_view()
             if view is not None and view.latest_snapshot_end_offset >= 0:
                 leader_dir = bench.cluster.nodes[view.leader_id].data_dir / METADATA_PARTITION_DIR
