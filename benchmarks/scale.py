@@ -508,7 +508,7 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
 
     if settings.idle_minutes > 0:
         print(
-            f"\n[8] idle cluster for {settings.idle_minutes:g} min ({IDLE_PARTITIONS:,} partitions, {IDLE_OVERRIDES})",
+            f"\n[9] idle cluster for {settings.idle_minutes:g} min ({IDLE_PARTITIONS:,} partitions, {IDLE_OVERRIDES})",
             flush=True,
         )
         r = await idle_cluster(root / "idle", settings.idle_minutes, settings.brokers, observers)
