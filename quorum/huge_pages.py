@@ -13,8 +13,7 @@ would put every allocation in them, but cost 15-20% more CPU creating topics her
 anonymous memory in small pages has grown by :data:`GROWTH_BYTES` and settled, a thread asks the kernel to collapse
 the dense 2 MiB ranges of it into huge pages (``MADV_COLLAPSE``, Linux 6.1+; the contents do not change). Sparse
 ranges (thread stacks, arenas barely used) are left as they are: the resident size grows by at most 1/7 of what is
-collapsed.
-Where the kernel cannot (older, THP ``never``, not Linux), the node says so once and runs as before.
+collapsed. Where the kernel cannot (older, THP ``never``, not Linux), the node says so once and runs as before.
 """
 
 from __future__ import annotations
@@ -37,7 +36,8 @@ HUGE = 2 << 20  # x86-64's and arm64's (4 KiB granule) PMD size
 PAGE = 4096
 MIN_RESIDENT = 448  # of a huge page's 512 small pages: denser ranges are collapsed (RSS grows <= 1/7 of them)
 GROWTH_BYTES = 64 << 20  # anonymous memory in small pages grown by this much since the last pass: collapse
-CHECK_INTERVAL_S = 10.0
+SETTLED_BYTES_PER_S = 2 << 20  # ... once it grows slower than this (a bulk load is over)
+CHECK_INTERVAL_S = 2.0  # a restarted node's loaded snapshot is collapsed a few seconds after it starts
 MADV_COLLAPSE = 25
 
 
@@ -154,23 +154,27 @@ def has_children() -> bool:
         return False
 
 
-async def collapse_periodically(interval_s: float = CHECK_INTERVAL_S, growth: int = GROWTH_BYTES) -> None:
+async def collapse_periodically(
+    interval_s: float = CHECK_INTERVAL_S, growth: int = GROWTH_BYTES, settled_rate: float = SETTLED_BYTES_PER_S
+) -> None:
     """Every ``interval_s``: once the anonymous memory in small pages has grown by ``growth`` above its level after
-    the last pass (or its lowest since), and then settled (grown by less than a quarter of that in the last
-    interval), collapse the dense ranges from a thread (logged: ``huge_pages_collapsed``). That is new memory, and
-    huge pages split since: written after a fork (a snapshot's child: the parent's first write to a shared huge page
-    splits it), or partly given back (``malloc_trim``). Waiting for the memory to settle makes a bulk load (topics
-    created by the hundred thousand, a snapshot loaded) one pass at its end rather than one per ``growth``: a pass
-    costs the kernel ~3 ms of CPU per MiB here. Not while a forked child lives: pages shared with it cannot be
-    collapsed (the kernel refuses them after trying). Returns where the kernel cannot."""
+    the last pass (or its lowest since), and then settled (grew slower than ``settled_rate`` bytes per second in the
+    last interval), collapse the dense ranges from a thread (logged: ``huge_pages_collapsed``). That is new memory,
+    and huge pages split since: written after a fork (a snapshot's child: the parent's first write to a shared huge
+    page splits it), or partly given back (``malloc_trim``, an arena freed). Waiting for the memory to settle makes a
+    bulk load (topics created by the hundred thousand) one pass at its end rather than one per ``growth``: a pass
+    costs the kernel ~3 ms of CPU per MiB here. Not while a forked child lives: collapsing a page shared with it
+    copies the page, and both processes would hold it until the child exits. The level is read from a thread too
+    (reading it walks the page tables: ~10 ms at 460 MiB in small pages, ~1 ms in huge ones). Returns where the
+    kernel cannot."""
     if _libc() is None:
         log.info("huge_pages_unavailable", reason="not Linux with 4 KiB pages")
         return
-    level, previous = 0, small_page_bytes()  # what the node started with counts as grown: a snapshot it loaded
+    level, previous = 0, await asyncio.to_thread(small_page_bytes)  # what the node started with counts as grown
     while True:
         await asyncio.sleep(interval_s)
-        now = small_page_bytes()
-        settled, previous = now - previous < growth // 4, now
+        now = await asyncio.to_thread(small_page_bytes)
+        settled, previous = now - previous < settled_rate * interval_s, now
         if now - level < growth or not settled or has_children():
             level = min(level, now)
             continue
@@ -179,7 +183,7 @@ async def collapse_periodically(interval_s: float = CHECK_INTERVAL_S, growth: in
         except Unsupported as e:
             log.info("huge_pages_unavailable", reason=str(e))
             return
-        level = previous = small_page_bytes()
+        level = previous = await asyncio.to_thread(small_page_bytes)
         log.info(
             "huge_pages_collapsed",
             asked_mib=round(done.asked_bytes / 2**20, 1),

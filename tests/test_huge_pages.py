@@ -112,7 +112,7 @@ async def passes(logs, n):
 
 async def main():
     with capture_logs() as logs:
-        task = asyncio.ensure_future(collapse_periodically(interval_s=0.05, growth=32 << 20))
+        task = asyncio.ensure_future(collapse_periodically(interval_s=0.05, growth=32 << 20, settled_rate=160 << 20))
         await asyncio.sleep(0.3)
         quiet = len(logs)  # no growth yet: no pass
         heap = []
@@ -162,7 +162,7 @@ from quorum.huge_pages import collapse_periodically
 async def main():
     heap = [[i, str(i)] for i in range(1_000_000)]  # as a snapshot loaded before the node's tasks start
     with capture_logs() as logs:
-        task = asyncio.ensure_future(collapse_periodically(interval_s=0.05, growth=32 << 20))
+        task = asyncio.ensure_future(collapse_periodically(interval_s=0.05, growth=32 << 20, settled_rate=160 << 20))
         for _ in range(600):
             if logs:
                 break
