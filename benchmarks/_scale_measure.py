@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _stats import log_events, metrics_text, parse_stage_metrics, prometheus_samples  # noqa: E402
+from _stats import (  # noqa: E402
+    log_events,
+    metrics_text,
+    parse_stage_metrics,
+    proc_kib_field,
+    prometheus_samples,
+)
 from create_topics import cpu_seconds  # noqa: E402
 
 if TYPE_CHECKING:
@@ -104,13 +110,7 @@ class PhaseCpu:
 
 def mem_available() -> int | None:
     """MemAvailable of /proc/meminfo, in bytes."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
+    return proc_kib_field("/proc/meminfo", "MemAvailable")
     return None
 
 

@@ -169,27 +169,27 @@ def median(values: list[float]) -> float:
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
-def huge_page_bytes(pid: int) -> int | None:
-    """A process's anonymous memory in transparent huge pages now (AnonHugePages of /proc/PID/smaps_rollup)."""
+def proc_kib_field(path: str, field: str) -> int | None:
+    """A ``Name:   N kB`` line of a /proc file (``status``, ``smaps_rollup``, ``meminfo``), in bytes; None where the
+    file or the line is missing."""
     try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("AnonHugePages:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         return None
     return None
 
 
+def huge_page_bytes(pid: int) -> int | None:
+    """A process's anonymous memory in transparent huge pages now (AnonHugePages of /proc/PID/smaps_rollup)."""
+    return proc_kib_field(f"/proc/{pid}/smaps_rollup", "AnonHugePages")
+
+
 def rss_bytes(pid: int) -> int | None:
     """A process's resident set size now (VmRSS of Linux /proc/PID/status), or None where there is none."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
+    return proc_kib_field(f"/proc/{pid}/status", "VmRSS")
     return None
 
 
