@@ -547,7 +547,7 @@ async def serve(
     task = spawn(companion(node), name="companion", on_error=companion_failed) if companion is not None else None
     releasing = [spawn(release_periodically(), name="memory-release", on_error=_release_failed)]
     if settings.huge_pages:
-        releasing.append(spawn(collapse_periodically(), name="huge-pages", on_error=_release_failed))
+        releasing.append(spawn(collapse_periodically(), name="huge-pages", on_error=_huge_pages_failed))
     await stop.wait()
     for t in releasing:
         t.cancel()
@@ -611,6 +611,10 @@ async def start_kafka_listener(settings: NodeSettings, controller: QuorumControl
 
 def _release_failed(e: BaseException) -> None:  # not fatal: the node only keeps its free pages
     log.warning("memory_release_failed", error=f"{type(e).__name__}: {e}")
+
+
+def _huge_pages_failed(e: BaseException) -> None:  # not fatal: the heap stays in small pages
+    log.warning("huge_pages_failed", error=f"{type(e).__name__}: {e}")
 
 
 def add_client_services(
