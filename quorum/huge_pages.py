@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import errno
 import functools
 import os
-import sys
 import time
 from dataclasses import dataclass
 
 import structlog
+
+from quorum import memory
 
 log = structlog.get_logger("quorum.huge_pages")
 
@@ -54,11 +54,8 @@ class Collapsed:
 
 @functools.cache
 def _libc() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux") or os.sysconf("SC_PAGE_SIZE") != PAGE:
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    except OSError:
+    libc = memory.libc()
+    if libc is None or os.sysconf("SC_PAGE_SIZE") != PAGE:
         return None
     libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]

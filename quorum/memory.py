@@ -36,14 +36,19 @@ REPORT_BYTES = 64 << 20  # a release at least this large is logged
 
 
 @functools.cache
-def _malloc_trim() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+def libc() -> ctypes.CDLL | None:
+    """Linux's C library, for calls the os module lacks (errno kept for ``ctypes.get_errno``); None elsewhere."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc.malloc_trim  # glibc only: musl and others have none
-    except (OSError, AttributeError):
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
         return None
+
+
+@functools.cache
+def _malloc_trim() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+    return getattr(libc(), "malloc_trim", None)  # glibc only: musl and others have none
 
 
 def release_freed_memory() -> bool:
