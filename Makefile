@@ -74,6 +74,7 @@ bench: $(STAMP) bytecode
 	$(PY) benchmarks/observer_linger.py
 	$(PY) benchmarks/create_topics.py
 	$(PY) benchmarks/audit_replay.py
+	$(PY) benchmarks/file_removal.py
 
 ## make bench-scale — 3 controllers and 6 observer brokers at 2,000,000 partitions: creation, memory, restarts,
 ## snapshots under load, failover, snapshot transfer, idle retention (long; `benchmarks/scale.py --quick`: ~3 min)
