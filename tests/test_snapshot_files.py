@@ -42,7 +42,6 @@ from quorum.log.snapshots import (
     SnapshotId,
     list_snapshots,
     remove_partial_snapshots,
-    unlink_snapshot,
 )
 
 with warnings.catch_warnings():  # kafka-python's own import uses a deprecated importlib.resources call
@@ -619,10 +618,6 @@ def test_directory_helpers(tmp_path: Path) -> None:
     writing.abort()
     assert remove_partial_snapshots(tmp_path) == []
     assert list_snapshots(tmp_path) == sorted(ids)
-
-    unlink_snapshot(tmp_path, SnapshotId(20, 1))
-    unlink_snapshot(tmp_path, SnapshotId(20, 1))  # already gone: nothing to do
-    assert list_snapshots(tmp_path) == [SnapshotId(0, 0), SnapshotId(500, 2), SnapshotId(500, 3)]
 
 
 def test_the_readers_names_agree(tmp_path: Path) -> None:

@@ -5,11 +5,16 @@ file is another matter. The unlink of a 240 MiB snapshot and the directory fsync
 waits for the filesystem's journal, and so for other files' pending writes) held a leader's event loop for 30-50 ms
 at 2M partitions, and a commit waited that long. Kafka too removes such files later, on a scheduler thread.
 
-A :class:`FileDeleter` runs deletions one at a time, in the order they were asked, each made durable (directory
-fsync) before the next: the same order and the same durability as when they ran inline. A crash before a deletion
+A :class:`FileDeleter` runs deletions one at a time, in the order they were asked. Each first renames its files to
+``<name>.deleted`` (Kafka's suffix for the same purpose) and makes that durable (directory fsync) before the next
+starts: the same order and the same durability as when they ran inline. Only then are the files removed, cut down
+from their end a little at a time (:func:`~quorum.log.files.remove_gradually`: a 240 MiB unlink on a filesystem
+that trims freed blocks at once held every other process's fdatasync up to 63 ms here). A crash before a deletion
 ran leaves the file in place. For a segment that means a log starting lower than retention had moved it, still
 contiguous (segments go oldest first) and still covered by the snapshot that retention kept, which the next
 retention removes again. For a snapshot it means an older snapshot than the newest, which retention removes again.
+A crash after the rename leaves a ``.deleted`` file, which no reader takes for a segment or a snapshot, and which
+the next open removes (:func:`remove_deleted`).
 
 A file's name is never reused while its deletion waits. A new segment starts at the log end, and a new or installed
 snapshot ends above every snapshot the log had; both are above every segment and snapshot retention removed. Only
@@ -24,12 +29,16 @@ storage error.
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
-from quorum.log.files import fsync_dir
+from quorum.log.files import fsync_dir, remove_gradually
+
+DELETED_SUFFIX = ".deleted"
 
 
 class FileDeleter:
@@ -46,21 +55,24 @@ class FileDeleter:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name)
 
-    def delete(self, unlink: Callable[[], None]) -> None:
-        """Run ``unlink`` (which removes one segment's or snapshot's files), then make it durable."""
-        if self._executor is None:
-            unlink()
-            fsync_dir(self.dir)
-            return
-        self._pending = self._executor.submit(self._run, unlink)
+    def delete(self, paths: Sequence[Path], release: Callable[[], None] | None = None) -> None:
+        """Delete one segment's or snapshot's files: ``release`` (closing them) first, then renamed to ``.deleted``
+        durably, then removed a little at a time."""
+        self.run(partial(_delete, self.dir, list(paths), release))
 
-    def _run(self, unlink: Callable[[], None]) -> None:
+    def run(self, job: Callable[[], None]) -> None:
+        """Run ``job`` in the deletions' order: inline until :meth:`start_background`, then on the thread."""
+        if self._executor is None:
+            job()
+            return
+        self._pending = self._executor.submit(self._run, job)
+
+    def _run(self, job: Callable[[], None]) -> None:
         with self._lock:
             if self._failure is not None:
                 return  # an earlier one failed: deleting later files could leave a hole in the log
         try:
-            unlink()
-            fsync_dir(self.dir)
+            job()
         except BaseException as e:
             with self._lock:
                 self._failure = e
@@ -85,3 +97,28 @@ class FileDeleter:
             self._executor.shutdown(wait=True)
             self._executor = None
         self.check()
+
+
+def _delete(directory: Path, paths: list[Path], release: Callable[[], None] | None) -> None:
+    if release is not None:
+        release()
+    doomed = []
+    for path in paths:
+        renamed = path.with_name(path.name + DELETED_SUFFIX)
+        try:
+            os.replace(path, renamed)
+        except FileNotFoundError:
+            continue  # already gone
+        doomed.append(renamed)
+    if doomed:
+        fsync_dir(directory)  # out of the log for good before anything later is deleted
+    for path in doomed:
+        remove_gradually(path)
+
+
+def remove_deleted(directory: Path) -> list[Path]:
+    """Remove the ``.deleted`` files a crash left behind a deletion (see the module's notes); returns them."""
+    doomed = sorted(p for p in Path(directory).iterdir() if p.name.endswith(DELETED_SUFFIX))
+    for path in doomed:
+        remove_gradually(path)
+    return doomed

@@ -30,6 +30,7 @@ from pathlib import Path
 import structlog
 
 from quorum.log.batch import MAX_BATCH_SIZE, RecordBatch, read_batch
+from quorum.log.deleter import remove_deleted
 from quorum.log.epoch_cache import CHECKPOINT_NAME, EpochCache
 from quorum.log.files import atomic_write, fsync_dir
 from quorum.log.segment import SUFFIX, Segment
@@ -120,6 +121,8 @@ class MetadataLog:
             fsync_dir(directory.parent)
         for stray in directory.glob("*.tmp"):
             stray.unlink()  # an atomic write that never reached its rename
+        for doomed in remove_deleted(directory):
+            log.info("deleted_file_removed", path=str(doomed))  # a crash came between a deletion's rename and its end
         paths = sorted(directory.glob("*" + SUFFIX), key=lambda p: p.name)
         snapshots = SnapshotSet.open(directory)
         segments: list[Segment] = []
@@ -499,7 +502,7 @@ class MetadataLog:
             with self._flush_lock:
                 self._segments.pop(0)
                 self._bases.pop(0)
-            self.deleter.delete(seg.delete)
+            self.deleter.delete([seg.path, seg.index_path], release=seg.release)
             log.info("segment_deleted", path=str(seg.path), log_start_offset=self.start_offset)
         with self._flush_lock:
             # It drops entries below the log start only: the next flush writes the file. A crash before that

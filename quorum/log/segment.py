@@ -24,7 +24,7 @@ from typing import NamedTuple
 import crc32c
 
 from quorum.log.batch import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, CorruptBatchError
-from quorum.log.files import atomic_write, naming
+from quorum.log.files import atomic_write, naming, remove_gradually
 from quorum.log.reader import all_zero
 
 SUFFIX = ".log"
@@ -155,7 +155,7 @@ class Segment:
         atomic_write(self.index_path, bytes(out))
 
     def release(self) -> None:
-        """Close the file descriptor without trimming or writing anything (an open that failed)."""
+        """Close the file descriptor without trimming or writing anything (an open that failed, or a deletion)."""
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -170,10 +170,10 @@ class Segment:
             return not all_zero(mm, 0)
 
     def delete(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-        self.path.unlink(missing_ok=True)
+        """Release and remove the files (the log's last segment: a crash midway leaves it shorter, a torn tail that
+        the next open cuts)."""
+        self.release()
+        remove_gradually(self.path)
         self.index_path.unlink(missing_ok=True)
 
     # -- reading -------------------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from itertools import islice
 from pathlib import Path
 from typing import NoReturn
 
+from quorum.log.files import remove_gradually
 from quorum.log.snapshots import SYNC_BYTES, SnapshotFileWriter
 
 CHUNK_RECORDS = 10_000
@@ -113,7 +114,7 @@ class ChildWriter:
     def _remove_pieces(self) -> None:
         # A child that finished removed its pieces; one killed (its helpers die with it) may have left them.
         for path in self._pieces:
-            path.unlink(missing_ok=True)
+            remove_gradually(path)
 
 
 def start_child(file: SnapshotFileWriter, records: Records) -> ChildWriter:
@@ -208,7 +209,7 @@ def _child(file: SnapshotFileWriter, records: Records, answer: int, helpers: lis
             if helper.pid:  # not reaped: still running after a failure
                 with contextlib.suppress(OSError):
                     os.kill(helper.pid, signal.SIGKILL)
-            helper.piece.path.unlink(missing_ok=True)
+            remove_gradually(helper.piece.path)
         os._exit(status)
 
 

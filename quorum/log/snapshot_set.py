@@ -9,7 +9,6 @@ Older snapshots are validated only when they are read.
 from __future__ import annotations
 
 import os
-from functools import partial
 from pathlib import Path
 
 import structlog
@@ -24,7 +23,6 @@ from quorum.log.snapshots import (
     SnapshotId,
     list_snapshots,
     remove_partial_snapshots,
-    unlink_snapshot,
 )
 
 DAMAGED_SUFFIX = ".damaged"
@@ -129,7 +127,7 @@ class SnapshotSet:
         if f is not None:
             f.close()
         self.ids.remove(snapshot_id)
-        self.deleter.delete(partial(unlink_snapshot, self.dir, snapshot_id))
+        self.deleter.delete([self.path(snapshot_id)])
         log.info("snapshot_deleted", path=str(self.path(snapshot_id)))
 
     def forget_before(self, snapshot_id: SnapshotId) -> None:

@@ -40,7 +40,7 @@ from quorum.log.batch import (
     read_batch,
 )
 from quorum.log.control import ControlType, SnapshotFooterRecord, SnapshotHeaderRecord, decode_control, encode_control
-from quorum.log.files import fsync_dir, naming
+from quorum.log.files import fsync_dir, naming, remove_gradually
 from quorum.log.message import ApiMessage
 from quorum.log.varint import varint
 
@@ -202,7 +202,7 @@ class _PartFile:
                 pass  # the file is being thrown away; a failed close changes nothing
         if self._state == "open":
             self._state = "aborted"
-            self.path.unlink(missing_ok=True)
+            remove_gradually(self.path)
 
     @contextmanager
     def _aborting(self) -> Iterator[None]:
@@ -635,12 +635,7 @@ def remove_partial_snapshots(directory: Path) -> list[Path]:
     directory = Path(directory)
     removed = sorted(p for p in directory.iterdir() if p.name.endswith(PART_SUFFIX))
     for p in removed:
-        p.unlink(missing_ok=True)
+        remove_gradually(p)
     if removed:
         fsync_dir(directory)
     return removed
-
-
-def unlink_snapshot(directory: Path, snapshot_id: SnapshotId) -> None:
-    """Unlink a snapshot (a missing one is already deleted). The caller makes that durable (a directory fsync)."""
-    (Path(directory) / snapshot_id.file_name).unlink(missing_ok=True)
