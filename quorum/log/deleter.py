@@ -8,8 +8,8 @@ at 2M partitions, and a commit waited that long. Kafka too removes such files la
 A :class:`FileDeleter` runs deletions one at a time, in the order they were asked. Each first renames its files to
 ``<name>.deleted`` (Kafka's suffix for the same purpose) and makes that durable (directory fsync) before the next
 starts: the same order and the same durability as when they ran inline. Only then are the files removed, cut down
-from their end a little at a time (:func:`~quorum.log.files.remove_gradually`: a 240 MiB unlink on a filesystem
-that trims freed blocks at once held every other process's fdatasync up to 63 ms here). A crash before a deletion
+from their end a little at a time (:func:`~quorum.log.files.remove_gradually`: a 247 MiB unlink on a filesystem
+that trims freed blocks at once held other processes' fdatasyncs up to 35-53 ms here). A crash before a deletion
 ran leaves the file in place. For a segment that means a log starting lower than retention had moved it, still
 contiguous (segments go oldest first) and still covered by the snapshot that retention kept, which the next
 retention removes again. For a snapshot it means an older snapshot than the newest, which retention removes again.
