@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _scale_cluster import wall_time  # noqa: E402
 from _stats import (  # noqa: E402
     log_events,
     metrics_text,
@@ -170,3 +171,37 @@ def isr_changes(bench: Bench, since: dict[int, int]) -> dict[str, int]:
         except OSError:
             pass
     return out
+
+
+def loop_stalls(bench: Bench, since: dict[int, int], start_wall: float, end_wall: float) -> list[dict[str, Any]]:
+    """The controllers' ``loop_stalled`` lines (a loop 50 ms or more late) from byte ``since`` of their logs whose
+    stall overlapped ``[start_wall, end_wall]`` (``time.time()``), longest first: where the loop's time went."""
+    out = []
+    for i, nd in bench.cluster.nodes.items():
+        for e in log_events(nd.log_path, "loop_stalled", since.get(i, 0)):
+            ended = wall_time(e)
+            began = ended - e.get("late_ms", 0) / 1000
+            if began <= end_wall and ended >= start_wall:
+                out.append({"node": f"c{i}", "at_s": began - start_wall, **{k: e.get(k) for k in STALL_FIELDS}})
+    return sorted(out, key=lambda s: -(s["late_ms"] or 0))
+
+
+STALL_FIELDS = ("late_ms", "cpu_ms", "wait_ms", "gc_ms")
+
+
+def loop_stalls_text(stalls: list[dict[str, Any]], most: int = 6) -> str:
+    """``c2 94 ms at 4.04 s (CPU 1, waiting for a core 9, neither 84)``: a stall with little CPU and little wait
+    for a core was a thread asleep (a blocking call, the disk, a page fault, or the machine's CPU taken away)."""
+    if not stalls:
+        return "none"
+    parts = []
+    for s in stalls[:most]:
+        late, cpu, wait, gc = s["late_ms"] or 0, s["cpu_ms"] or 0, s["wait_ms"], s["gc_ms"]
+        split = f"CPU {cpu:.0f}"
+        if wait is not None:
+            split += f", waiting for a core {wait:.0f}, neither {max(0.0, late - cpu - wait):.0f}"
+        if gc:
+            split += f", GC {gc:.0f}"
+        parts.append(f"{s['node']} {late:.0f} at {s['at_s']:.2f} s ({split})")
+    more = f"; {len(stalls) - most} more" if len(stalls) > most else ""
+    return "; ".join(parts) + more

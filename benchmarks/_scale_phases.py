@@ -24,6 +24,7 @@ from _scale_measure import (  # noqa: E402
     commit_path,
     commit_path_text,
     loadavg,
+    loop_stalls,
     mem_available,
 )
 from _stats import Tally, error_name, log_events, rss_bytes  # noqa: E402
@@ -324,16 +325,17 @@ async def snapshot_under_load(bench: Bench, window_s: float) -> dict[str, Any]:
         return dict(zip(ports, got, strict=True))
 
     base_paths = await paths()
-    base_start = time.perf_counter()
+    logs_at = {i: log_size(n.log_path) for i, n in bench.cluster.nodes.items()}
+    base_start, base_start_wall = time.perf_counter(), time.time()
     await asyncio.sleep(window_s)
-    base_end = time.perf_counter()
+    base_end, base_end_wall = time.perf_counter(), time.time()
     base_cpu = meter.used()
     snap_paths = await paths()
     meter = PhaseCpu(bench)
     since = log_size(node.log_path)
-    snap_start = time.perf_counter()
+    snap_start, snap_start_wall = time.perf_counter(), time.time()
     resp, seconds = await bench.create_snapshot(node.address)
-    snap_end = time.perf_counter()
+    snap_end, snap_end_wall = time.perf_counter(), time.time()
     snap_cpu = meter.used()
     end_paths = await paths()
 
@@ -352,11 +354,13 @@ async def snapshot_under_load(bench: Bench, window_s: float) -> dict[str, Any]:
             **window_tally(samples, base_start, base_end),
             **base_cpu,
             "commit_path": path_texts(base_paths, snap_paths),
+            "loop_stalls": loop_stalls(bench, logs_at, base_start_wall, base_end_wall),
         },
         "during": {
             **window_tally(samples, snap_start, snap_end),
             **snap_cpu,
             "commit_path": path_texts(snap_paths, end_paths),
+            "loop_stalls": loop_stalls(bench, logs_at, snap_start_wall, snap_end_wall),
         },
         "snapshot": {
             "error": error_name(resp.error_code) if resp.error_code else None,

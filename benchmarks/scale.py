@@ -78,7 +78,7 @@ from _scale_cluster import (  # noqa: E402
     stub_brokers_main,
     wall_time,
 )
-from _scale_measure import cpu_text, isr_changes, quorum_churn  # noqa: E402
+from _scale_measure import cpu_text, isr_changes, loop_stalls_text, quorum_churn  # noqa: E402
 from _scale_phases import (  # noqa: E402
     APPENDER_RATE,
     IDLE_OVERRIDES,
@@ -328,6 +328,9 @@ async def run_async(args: argparse.Namespace, settings: Settings, root: Path) ->
             for window, w in (("baseline", b), ("during", d)):
                 for name, text in w["commit_path"].items():
                     print(f"    {window} commit path, {name}: {text}")
+            for window, w in (("baseline", b), ("during", d)):
+                stalls = loop_stalls_text(w["loop_stalls"])
+                print(f"    {window}: controllers' event loops 50 ms or more late, ms: {stalls}")
 
         with phase(report, "restart_controller", bench):
             print("\n[5] a controller restarted (snapshot created on it first, then SIGTERM)", flush=True)
