@@ -77,6 +77,7 @@ STATUS_INTERVAL_S = 30.0  # how often a data_plane_status line is logged
 MIN_REFRESH_GAP_S = 0.1  # metadata polls asked for by stale answers come at most this often
 IMAGE_POLL_INTERVAL_S = 0.1  # how often the local image is looked at (a few integer compares when unchanged)
 ENCODE_SLICE = 100_000  # fetch entries encoded or decoded (~2 us each) before the loop may run
+SCAN_SLICE = 5_000  # replicas a periodic pass over all of them (ISR expiry, status) looks at before the loop runs
 # An authorization check of a call (the caller may DESCRIBE the CLUSTER): None, or why it is refused.
 DescribeCheck = Callable[[grpc.aio.ServicerContext], Awaitable[str | None]]
 CHANNEL_OPTIONS = [
@@ -491,7 +492,7 @@ class DataPlane:
         interval = self.config.replica_lag_time_max_ms / 2 / 1000  # Kafka's isr-expiration schedule
         while True:
             await asyncio.sleep(interval)
-            self.manager.maybe_shrink_isr()
+            await drain_pausing(self.manager.shrink_isr_steps(SCAN_SLICE))
 
     async def _log_status(self) -> None:
         while True:
@@ -499,7 +500,7 @@ class DataPlane:
             c = self.manager.counters
             log.info(
                 "data_plane_status",
-                **self.manager.summary(),
+                **await drain_pausing(self.manager.summary_steps(SCAN_SLICE)),
                 paused=self.paused,
                 fetches_sent=c.fetches_sent,
                 messages_fetched=c.messages_fetched,

@@ -1,7 +1,8 @@
 """The counts of led replicas that a broker's /metrics serves (under-replicated, reassigning) come from indexes the
 replica manager keeps as replicas change, not from a walk at each scrape. After any sequence of metadata (leaders
 moving, ISRs shrinking and growing, reassignments starting and ending, partitions going, an image reloaded) and of
-AlterPartition answers, they equal a walk. The data-plane simulation checks the same at every step."""
+AlterPartition answers, they equal a walk. The data-plane simulation checks the same at every step. The periodic
+passes over every replica (ISR expiry, the status line) give the same in slices as in one go."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from controller.requests import AlterPartitionResult
 from pykraft.broker_metrics import BrokerCollector
 from pykraft.replica.manager import ReplicaManager
 from pykraft.replica.partition import NO_LEADER, BrokerState, PartitionMetadata, PendingChange, ReplicaConfig
+from pykraft.replica.session_fetching import drain
 from quorum.errors import Errors
 from quorum.log.message import Uuid
 
@@ -140,3 +142,53 @@ def test_a_scrape_does_not_walk_the_replicas_led() -> None:
     assert families["kafka_server_replicamanager_leader_count"].samples[0].value == 10
     assert not walked
     assert m.led_counts().pending_isr_changes == 0 and walked  # the status line's count still walks
+
+
+def _leader_of_many(seed: int) -> tuple[Metadata, ReplicaManager, list]:
+    """Broker 1 leading some of 60 partitions, its followers silent past the lag: its next pass shrinks ISRs."""
+    rng = random.Random(seed)
+    meta = Metadata(rng, 60)
+    for i, part in list(meta.parts.items()):
+        if i % 2 == 0 and 1 in part.replicas:  # broker 1 leads half of those it holds
+            meta.parts[i] = part._replace(leader=1, leader_epoch=1, partition_epoch=1)
+    now = [0]
+    m = ReplicaManager(1, ReplicaConfig(replica_lag_time_max_ms=LAG_MS), clock=lambda: now[0], broker_epoch=lambda: 11)
+    sent: list = []
+    m.submit = sent.append
+    m.apply_metadata(list(meta.parts.values()), {b: BrokerState(10 + b, False, False, None) for b in BROKERS})
+    now[0] += LAG_MS + 1
+    return meta, m, sent
+
+
+def test_the_periodic_passes_in_steps_equal_one_pass_and_pass_over_what_changed_meanwhile() -> None:
+    """The isr-expiration pass and the status line's summary run a slice at a time on a broker's loop (at 2M
+    partitions one pass held it ~100 ms): the same result as one pass, and a replica no longer led when its turn
+    comes (deleted meanwhile) is left alone."""
+    _, whole, whole_sent = _leader_of_many(7)
+    shrunk = whole.maybe_shrink_isr()
+    assert shrunk >= 3  # the case the pauses must not change
+    _, stepped, stepped_sent = _leader_of_many(7)
+    steps = stepped.shrink_isr_steps(pause_every=4)
+    pauses = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            assert done.value == shrunk
+            break
+        pauses += 1
+    assert pauses == len(stepped.led_replicas()) // 4
+    assert [(c.partition.index, c.new_isr) for c in stepped_sent] == [
+        (c.partition.index, c.new_isr) for c in whole_sent
+    ]
+    assert drain(stepped.summary_steps(pause_every=7)) == stepped.summary()
+
+    meta, moved, moved_sent = _leader_of_many(7)
+    order = [p.index for p in moved.led_replicas()]
+    late = [c.partition.index for c in whole_sent if order.index(c.partition.index) >= 2][-1]
+    steps = moved.shrink_isr_steps(pause_every=2)
+    next(steps)  # paused after the first two: now a later one is deleted
+    del meta.parts[late]
+    moved.apply_delta([], [(TOPIC, late)])
+    assert drain(steps) == shrunk - 1
+    assert late not in {c.partition.index for c in moved_sent}
