@@ -173,6 +173,9 @@ def isr_changes(bench: Bench, since: dict[int, int]) -> dict[str, int]:
     return out
 
 
+STALL_FIELDS = ("late_ms", "cpu_ms", "wait_ms", "gc_ms")  # of a loop_stalled line, as the benchmark reports them
+
+
 def loop_stalls(bench: Bench, since: dict[int, int], start_wall: float, end_wall: float) -> list[dict[str, Any]]:
     """The controllers' ``loop_stalled`` lines (a loop 50 ms or more late) from byte ``since`` of their logs whose
     stall overlapped ``[start_wall, end_wall]`` (``time.time()``), longest first: where the loop's time went."""
@@ -184,9 +187,6 @@ def loop_stalls(bench: Bench, since: dict[int, int], start_wall: float, end_wall
             if began <= end_wall and ended >= start_wall:
                 out.append({"node": f"c{i}", "at_s": began - start_wall, **{k: e.get(k) for k in STALL_FIELDS}})
     return sorted(out, key=lambda s: -(s["late_ms"] or 0))
-
-
-STALL_FIELDS = ("late_ms", "cpu_ms", "wait_ms", "gc_ms")
 
 
 def loop_stalls_text(stalls: list[dict[str, Any]], most: int = 6) -> str:

@@ -293,9 +293,10 @@ class ReplicaManager(SessionFetching):
 
     def led_counts(self, *, walk: bool = True) -> LedCounts:
         """The replicas led here: how many, under-replicated and reassigning from the indexes, and with ``walk``
-        (the status line, on the loop) those with an ISR change in flight, counted in one pass over
-        :meth:`led_replicas`. ``leader_throttled`` by a pass too, only while a leader quota is in force (else none
-        can be). The metrics thread asks without ``walk``: its cost then does not grow with the replicas led."""
+        (tests; the status line counts them a slice at a time, :meth:`summary_steps`) those with an ISR change in
+        flight, counted in one pass over :meth:`led_replicas`. ``leader_throttled`` by a pass too, only while a
+        leader quota is in force (else none can be). The metrics thread asks without ``walk``: its cost then does
+        not grow with the replicas led."""
         limited = not self.throttles.leader.unlimited
         pending = throttled = 0
         if walk or limited:

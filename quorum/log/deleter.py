@@ -36,7 +36,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
-from quorum.log.files import fsync_dir, remove_gradually
+from quorum.log.files import fsync_dir, remove_ending, remove_gradually
 
 DELETED_SUFFIX = ".deleted"
 
@@ -118,7 +118,4 @@ def _delete(directory: Path, paths: list[Path], release: Callable[[], None] | No
 
 def remove_deleted(directory: Path) -> list[Path]:
     """Remove the ``.deleted`` files a crash left behind a deletion (see the module's notes); returns them."""
-    doomed = sorted(p for p in Path(directory).iterdir() if p.name.endswith(DELETED_SUFFIX))
-    for path in doomed:
-        remove_gradually(path)
-    return doomed
+    return remove_ending(directory, DELETED_SUFFIX)

@@ -73,3 +73,12 @@ def remove_gradually(path: Path, chunk_bytes: int = REMOVE_CHUNK_BYTES) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+def remove_ending(directory: Path, suffix: str) -> list[Path]:
+    """Remove (:func:`remove_gradually`) every file of ``directory`` whose name ends with ``suffix``: what a crash
+    left of a write or a deletion. Returns them, sorted; making that durable is the caller's choice."""
+    doomed = sorted(p for p in Path(directory).iterdir() if p.name.endswith(suffix))
+    for path in doomed:
+        remove_gradually(path)
+    return doomed

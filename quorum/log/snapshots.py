@@ -40,7 +40,7 @@ from quorum.log.batch import (
     read_batch,
 )
 from quorum.log.control import ControlType, SnapshotFooterRecord, SnapshotHeaderRecord, decode_control, encode_control
-from quorum.log.files import fsync_dir, naming, remove_gradually
+from quorum.log.files import fsync_dir, naming, remove_ending, remove_gradually
 from quorum.log.message import ApiMessage
 from quorum.log.varint import varint
 
@@ -632,10 +632,7 @@ def piece_path(directory: Path, snapshot_id: SnapshotId, piece: int = 0) -> Path
 
 def remove_partial_snapshots(directory: Path) -> list[Path]:
     """Remove the ``.part`` files a crash left (a snapshot being written or fetched); returns them."""
-    directory = Path(directory)
-    removed = sorted(p for p in directory.iterdir() if p.name.endswith(PART_SUFFIX))
-    for p in removed:
-        remove_gradually(p)
+    removed = remove_ending(directory, PART_SUFFIX)
     if removed:
         fsync_dir(directory)
     return removed
